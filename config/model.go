@@ -1,0 +1,149 @@
+// Package config loads a directory of *.wf.hcl files, evaluates everything
+// that is known before a run (variables, locals, policies, budgets, workflow
+// keys) and keeps each activity's kind block as expressions that are
+// resolved later, once the outputs of its upstream activities are known.
+package config
+
+import (
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/wf-engine/wf/retry"
+)
+
+// Kind is an activity kind: exactly one kind block per activity.
+type Kind string
+
+const (
+	KindExec  Kind = "exec"
+	KindHTTP  Kind = "http"
+	KindSleep Kind = "sleep"
+)
+
+// Config is a loaded, validated configuration directory.
+type Config struct {
+	// Dir is the absolute path of the configuration directory.
+	Dir string
+	// Sources holds the bytes of every file read (config and variable
+	// files), keyed by the filename used in diagnostics, so that
+	// diagnostics can print the offending source line.
+	Sources map[string][]byte
+	// Variables are the final variable values after defaults, WF_VAR_*,
+	// *.auto.wfvars, -var-file and -var.
+	Variables map[string]cty.Value
+	Locals    map[string]cty.Value
+	Policies  map[string]*Policy
+	Budgets   map[string]*Budget
+	// Workflows in file then declaration order.
+	Workflows []*Workflow
+	// Hash identifies the configuration's content and variable values; a
+	// saved plan records it to detect staleness.
+	Hash string
+}
+
+// Policy is a top-level retry_policy block.
+type Policy struct {
+	Name      string
+	Rule      retry.Rule // Rule.On is always empty for a named policy
+	DeclRange hcl.Range
+}
+
+// Budget is a top-level retry_budget block.
+type Budget struct {
+	retry.Budget
+	DeclRange hcl.Range
+}
+
+// Workflow is a workflow block with its evaluated instance key.
+type Workflow struct {
+	Name string
+	// Key is the evaluated instance key ("default" when not set).
+	Key string
+	// Activities in declaration order.
+	Activities []*Activity
+	DeclRange  hcl.Range
+}
+
+// Address is "workflow/key", the instance address used by state and CLI.
+func (w *Workflow) Address() string { return w.Name + "/" + w.Key }
+
+// Activity returns the named activity or nil.
+func (w *Workflow) Activity(name string) *Activity {
+	for _, a := range w.Activities {
+		if a.Name == name {
+			return a
+		}
+	}
+	return nil
+}
+
+// Activity is one activity block. Its kind block stays unevaluated until
+// Resolve, because it may reference upstream outputs.
+type Activity struct {
+	Name     string
+	Workflow string
+	Kind     Kind
+	// Timeout bounds one attempt (start-to-close); 0 means none.
+	Timeout time.Duration
+	// Rules are the ordered retry rules; empty means exactly one attempt.
+	Rules []retry.Rule
+	// RuleRanges are the source ranges of the retry blocks, parallel to Rules.
+	RuleRanges []hcl.Range
+	// DependsOn lists every upstream activity: explicit depends_on plus every
+	// activity.NAME referenced by the activity's expressions; sorted, unique.
+	DependsOn []string
+	// DependsOnRanges gives, per upstream name, the range of the first
+	// reference or depends_on entry (for cycle diagnostics).
+	DependsOnRanges map[string]hcl.Range
+	DeclRange       hcl.Range
+
+	// resolver evaluates the kind block; set by the loader.
+	resolver resolver
+}
+
+type resolver interface {
+	resolve(a *Activity, upstream map[string]cty.Value) (*Resolved, hcl.Diagnostics)
+}
+
+// Resolve evaluates the activity's kind block. upstream maps each upstream
+// activity name to its outputs object (see OutputsValue); a missing entry is
+// treated as unknown, which makes the result incomplete and is reported as
+// an error diagnostic.
+func (a *Activity) Resolve(upstream map[string]cty.Value) (*Resolved, hcl.Diagnostics) {
+	return a.resolver.resolve(a, upstream)
+}
+
+// Resolved is an activity's kind block with every expression evaluated.
+// Exactly one of Exec, HTTP, Sleep is set.
+type Resolved struct {
+	Exec  *ExecSpec  `json:"exec,omitempty"`
+	HTTP  *HTTPSpec  `json:"http,omitempty"`
+	Sleep *SleepSpec `json:"sleep,omitempty"`
+}
+
+// ExecSpec runs a process: Command as argv, or Script through /bin/sh -c.
+type ExecSpec struct {
+	Command []string          `json:"command,omitempty"`
+	Script  string            `json:"script,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+	// Dir is absolute: the config directory unless `dir` says otherwise.
+	Dir string `json:"dir"`
+}
+
+// HTTPSpec is one HTTP request.
+type HTTPSpec struct {
+	URL     string            `json:"url"`
+	Method  string            `json:"method"` // default GET
+	Headers map[string]string `json:"headers,omitempty"`
+	Body    string            `json:"body,omitempty"`
+	// ExpectStatus lists the accepted statuses; empty means any 2xx.
+	ExpectStatus       []int `json:"expect_status,omitempty"`
+	InsecureSkipVerify bool  `json:"insecure_skip_verify,omitempty"`
+}
+
+// SleepSpec is a durable sleep.
+type SleepSpec struct {
+	Duration time.Duration `json:"duration"`
+}

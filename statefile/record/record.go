@@ -1,0 +1,150 @@
+// Package record defines what wf keeps in its state store, as plain data,
+// and how it is encoded. It has no I/O and no Badger dependency, so the
+// executor's deterministic core can produce and consume records directly.
+package record
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// SchemaVersion is the version of the on-disk layout. A store written with
+// another version is refused with a clear error.
+const SchemaVersion = 1
+
+// Status is an activity's status within its current generation.
+type Status string
+
+const (
+	StatusPending   Status = "pending"   // generation created, no attempt yet
+	StatusRunning   Status = "running"   // an attempt has started and not ended
+	StatusWaiting   Status = "waiting"   // a timer is pending (retry backoff, budget wait or sleep)
+	StatusSucceeded Status = "succeeded" // terminal
+	StatusFailed    Status = "failed"    // terminal: failed permanently
+	StatusSkipped   Status = "skipped"   // terminal: an upstream activity failed
+)
+
+// Instance is one workflow instance: a workflow plus its key.
+type Instance struct {
+	Workflow string    `json:"workflow"`
+	Key      string    `json:"key"`
+	Created  time.Time `json:"created"`
+	Updated  time.Time `json:"updated"`
+}
+
+// Address is "workflow/key".
+func (i *Instance) Address() string { return i.Workflow + "/" + i.Key }
+
+// TimerKind says why a timer exists.
+type TimerKind string
+
+const (
+	TimerRetry  TimerKind = "retry"  // backoff before the next attempt
+	TimerBudget TimerKind = "budget" // waiting for the retry budget to free
+	TimerSleep  TimerKind = "sleep"  // a sleep activity's duration
+)
+
+// Timer is a durable timer: data, not a goroutine.
+type Timer struct {
+	Kind   TimerKind `json:"kind"`
+	FireAt time.Time `json:"fire_at"`
+	// Attempt is the attempt number the timer will start (retry, budget)
+	// or the attempt that is sleeping (sleep).
+	Attempt int `json:"attempt"`
+	// Set is when the timer was recorded.
+	Set time.Time `json:"set"`
+	// Delay is the wait that was chosen (for display and history).
+	Delay time.Duration `json:"delay"`
+	// Source says where the delay came from: "policy", "server" (a
+	// Retry-After or retry_after), "budget" or "manual".
+	Source string `json:"source,omitempty"`
+}
+
+// Error is a typed attempt error.
+type Error struct {
+	Type         string `json:"type"`
+	Message      string `json:"message,omitempty"`
+	NonRetryable bool   `json:"non_retryable,omitempty"`
+}
+
+// Activity is the state of one activity in one instance.
+type Activity struct {
+	Workflow string `json:"workflow"`
+	Instance string `json:"instance"` // the instance key
+	Name     string `json:"name"`
+	// Generation starts at 1 and increases whenever the activity runs again
+	// from attempt 1 (definition changed, -replace, retry after failure).
+	Generation     int    `json:"generation"`
+	DefHash        string `json:"def_hash"`
+	IdempotencyKey string `json:"idempotency_key"`
+	Status         Status `json:"status"`
+	// Attempts is the number of attempts started in this generation.
+	Attempts int `json:"attempts"`
+	// RuleCounts counts, per retry rule, the failures it has matched.
+	RuleCounts []int `json:"rule_counts,omitempty"`
+	// FirstStart is when attempt 1 of this generation started.
+	FirstStart time.Time `json:"first_start,omitzero"`
+	// LastDelay is the previous wait (decorrelated jitter needs it).
+	LastDelay time.Duration `json:"last_delay,omitempty"`
+	Timer     *Timer        `json:"timer,omitempty"`
+	// Outputs is a JSON object of the activity's outputs (result, stdout,
+	// stderr, exit_code, status, body, headers).
+	Outputs    json.RawMessage `json:"outputs,omitempty"`
+	LastError  *Error          `json:"last_error,omitempty"`
+	FailReason string          `json:"fail_reason,omitempty"`
+	Finished   time.Time       `json:"finished,omitzero"`
+}
+
+// Outcome is how an attempt ended.
+type Outcome string
+
+const (
+	OutcomeRunning     Outcome = "running"
+	OutcomeSucceeded   Outcome = "succeeded"
+	OutcomeFailed      Outcome = "failed"
+	OutcomeInterrupted Outcome = "interrupted"
+)
+
+// Attempt is one entry of the attempt log.
+type Attempt struct {
+	Workflow       string    `json:"workflow"`
+	Instance       string    `json:"instance"`
+	Activity       string    `json:"activity"`
+	Generation     int       `json:"generation"`
+	Number         int       `json:"number"`
+	IdempotencyKey string    `json:"idempotency_key"`
+	Start          time.Time `json:"start"`
+	End            time.Time `json:"end,omitzero"`
+	Outcome        Outcome   `json:"outcome"`
+	Error          *Error    `json:"error,omitempty"`
+	// Wait is the wait chosen before the next attempt; HasWait is false
+	// when no retry followed.
+	Wait       time.Duration `json:"wait,omitempty"`
+	HasWait    bool          `json:"has_wait,omitempty"`
+	WaitSource string        `json:"wait_source,omitempty"`
+	// FiredBy says what started this attempt: "" (first attempt or a
+	// due timer) or "manual" (fired by hand from the TUI).
+	FiredBy string `json:"fired_by,omitempty"`
+}
+
+// Budget is the sliding window of a retry budget: the times at which
+// retries were granted, oldest first.
+type Budget struct {
+	Name   string      `json:"name"`
+	Stamps []time.Time `json:"stamps"`
+}
+
+// Mutation is one change to the store. Exactly one field is set.
+type Mutation struct {
+	Instance       *Instance
+	Activity       *Activity
+	Attempt        *Attempt
+	Budget         *Budget
+	DeleteInstance *InstanceRef
+}
+
+// InstanceRef names an instance.
+type InstanceRef struct {
+	Workflow string
+	Key      string
+}

@@ -25,6 +25,9 @@ type Subscription struct {
 	queue  []Event
 	notify chan struct{} // capacity 1: "the queue is non-empty"
 	closed bool
+	// fireNow is set on subscriptions returned by Dial: it sends an
+	// operator command back to the apply that serves the socket.
+	fireNow func(instance, activity string) error
 }
 
 // Subscribe adds a subscriber that receives every event published after it.
@@ -73,11 +76,13 @@ func (s *Subscription) push(evs []Event) {
 		return
 	}
 	s.queue = append(s.queue, evs...)
-	s.mu.Unlock()
+	// Signal under the lock: close() may run concurrently (Unsubscribe),
+	// and a send on the closed channel would panic. The send never blocks.
 	select {
 	case s.notify <- struct{}{}:
 	default:
 	}
+	s.mu.Unlock()
 }
 
 func (s *Subscription) close() {

@@ -1,0 +1,392 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/wf-engine/wf/config"
+	"github.com/wf-engine/wf/executor"
+	"github.com/wf-engine/wf/executor/activity"
+	"github.com/wf-engine/wf/executor/core"
+	"github.com/wf-engine/wf/executor/event"
+	"github.com/wf-engine/wf/planner"
+	"github.com/wf-engine/wf/statefile"
+	"github.com/wf-engine/wf/tui"
+)
+
+// defaultParallelism is the SPEC's default for -parallelism.
+const defaultParallelism = 10
+
+// ApplyCommand runs the plan durably.
+type ApplyCommand struct {
+	cli         *CLI
+	flags       commonFlags
+	autoApprove bool
+	json        bool
+	parallelism int
+	replace     stringList
+}
+
+// Run implements `wf apply [-auto-approve] [-json] [-parallelism N]
+// [-replace ADDR]... [DIR or PLANFILE]`.
+func (cmd *ApplyCommand) Run(ctx context.Context, args []string) error {
+	c := cmd.cli
+	fs := c.newFlagSet("apply", "wf apply [options] [DIR | PLANFILE]",
+		"Run the workflows of the configuration in DIR (default \".\"): show the plan,\nask for approval, then run every activity that needs to, retrying under its\npolicy. Activities that already succeeded with the same definition are\nskipped, pending retries resume. With a PLANFILE saved by wf plan -out, run\nexactly that plan, without asking; a plan that no longer matches the\nconfiguration or the state is refused.\n\nExit codes: 0 success, 1 error or failed workflow, 130 interrupted (the\nstate is saved; run wf apply again to resume).")
+	cmd.flags.register(fs)
+	fs.BoolVar(&cmd.autoApprove, "auto-approve", false, "skip the approval prompt")
+	fs.BoolVar(&cmd.json, "json", false, "print one JSON object per event instead of lines or the dashboard (needs -auto-approve)")
+	fs.IntVar(&cmd.parallelism, "parallelism", defaultParallelism, "at most `N` exec and http attempts at once")
+	fs.Var(&cmd.replace, "replace", "re-run `activity.NAME` (or WORKFLOW.activity.NAME) even if it succeeded (repeatable)")
+	positional, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	target, err := dirArg(fs, positional)
+	if err != nil {
+		return err
+	}
+	if cmd.parallelism < 1 {
+		return usageErr(fs, "-parallelism must be at least 1")
+	}
+	if cmd.json && !cmd.autoApprove {
+		return errors.New("wf apply -json needs -auto-approve: there is no prompt in JSON mode")
+	}
+	fi, err := os.Stat(target)
+	if err != nil {
+		return fmt.Errorf("apply: %w", err)
+	}
+	if fi.Mode().IsRegular() {
+		return cmd.applySaved(ctx, target)
+	}
+	return cmd.applyDir(ctx, target)
+}
+
+// applyDir plans against the current state and, once approved, runs it.
+func (cmd *ApplyCommand) applyDir(ctx context.Context, dir string) error {
+	c := cmd.cli
+	cfg, err := c.loadConfig(dir, config.LoadOptions{Vars: cmd.flags.vars, VarFiles: cmd.flags.varFiles, Env: c.Environ}, cmd.flags.noColor)
+	if err != nil {
+		return err
+	}
+	stateDir, err := c.resolveStateDir(&cmd.flags, cfg.Dir)
+	if err != nil {
+		return err
+	}
+	// The lock is taken before planning, so nothing can change the state
+	// between the plan that is approved and the run.
+	store, err := statefile.Open(stateDir, statefile.Options{Command: "wf apply"})
+	if err != nil {
+		return err // names the state directory, or the holder of its lock
+	}
+	defer store.Close()
+	plan, err := c.buildPlan(cfg, store, planner.Options{
+		Workflow: cmd.flags.workflow,
+		Replace:  cmd.replace,
+		Now:      c.now(),
+	}, cmd.flags.noColor)
+	if err != nil {
+		return err
+	}
+	if !cmd.json {
+		if err := planner.Render(c.Stdout, plan, c.color(c.Stdout, cmd.flags.noColor)); err != nil {
+			return fmt.Errorf("render plan: %w", err)
+		}
+	}
+	if !plan.HasChanges() {
+		return nil
+	}
+	if !cmd.autoApprove {
+		if err := cmd.approve(); err != nil {
+			return err
+		}
+	}
+	return cmd.execute(ctx, cfg, store, plan)
+}
+
+// applySaved runs a plan saved by wf plan -out, after checking that the
+// configuration and the state still produce the same plan.
+func (cmd *ApplyCommand) applySaved(ctx context.Context, path string) error {
+	c := cmd.cli
+	if len(cmd.flags.vars) > 0 || len(cmd.flags.varFiles) > 0 || len(cmd.replace) > 0 || cmd.flags.workflow != "" {
+		return errors.New("-var, -var-file, -replace and -workflow cannot be used with a saved plan: they were fixed when it was saved")
+	}
+	saved, inputs, err := planner.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read saved plan: %w", err)
+	}
+	cfg, err := c.loadConfig(inputs.Dir, config.LoadOptions{
+		Vars:     inputs.Vars,
+		VarFiles: inputs.VarFiles,
+		Env:      envList(inputs.Env),
+	}, cmd.flags.noColor)
+	if err != nil {
+		return err
+	}
+	stateDir, err := c.resolveStateDir(&cmd.flags, cfg.Dir)
+	if err != nil {
+		return err
+	}
+	store, err := statefile.Open(stateDir, statefile.Options{Command: "wf apply"})
+	if err != nil {
+		return err // names the state directory, or the holder of its lock
+	}
+	defer store.Close()
+	fresh, err := c.buildPlan(cfg, store, planner.Options{
+		Workflow: inputs.Workflow,
+		Replace:  inputs.Replace,
+		Now:      c.now(),
+	}, cmd.flags.noColor)
+	if err != nil {
+		return err
+	}
+	if err := planner.CheckStale(saved, fresh); err != nil {
+		// err starts with "saved plan is stale".
+		return fmt.Errorf("%w; run wf plan again", err)
+	}
+	if !fresh.HasChanges() {
+		if !cmd.json {
+			if err := planner.Render(c.Stdout, fresh, c.color(c.Stdout, cmd.flags.noColor)); err != nil {
+				return fmt.Errorf("render plan: %w", err)
+			}
+		}
+		return nil
+	}
+	return cmd.execute(ctx, cfg, store, fresh)
+}
+
+// approve asks for "yes" on the terminal.
+func (cmd *ApplyCommand) approve() error {
+	c := cmd.cli
+	if !c.IsTerminal(c.Stdin) {
+		return errors.New("wf apply needs -auto-approve when stdin is not a terminal")
+	}
+	fmt.Fprint(c.Stdout, "\nDo you want to run these activities?\n  Only 'yes' will be accepted to approve.\n\n  Enter a value: ")
+	line, err := bufio.NewReader(c.Stdin).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("read approval: %w", err)
+	}
+	fmt.Fprintln(c.Stdout)
+	if strings.TrimSpace(line) != "yes" {
+		return errors.New("apply cancelled")
+	}
+	return nil
+}
+
+// execute runs the plan with the chosen view and maps the outcome to an
+// exit code.
+func (cmd *ApplyCommand) execute(ctx context.Context, cfg *config.Config, store *statefile.Store, plan *planner.Plan) error {
+	c := cmd.cli
+	instances := planInstances(cfg, plan)
+	bus := event.NewBus()
+	// The view and the event socket subscribe before the run starts, so
+	// that both see its first events (the plan events above all).
+	sub := bus.Subscribe()
+	ctl := &controller{stderr: c.Stderr}
+	serveCtx, stopServe := context.WithCancel(ctx)
+	defer stopServe()
+	sock, err := event.Serve(serveCtx, filepath.Join(store.Dir(), socketName), bus, event.ServeOptions{OnFireNow: ctl.FireNow})
+	if err != nil {
+		// Only wf watch needs the socket; the run goes on without it.
+		fmt.Fprintf(c.Stderr, "Warning: wf watch will not work for this run: %v\n", err)
+	} else {
+		defer sock.Close()
+	}
+	// Signals are caught from here on: an interrupt must stop the run
+	// gracefully, never kill the process mid-commit.
+	signals := make(chan os.Signal, 2)
+	if c.Notify != nil {
+		stopNotify := c.Notify(signals)
+		defer stopNotify()
+	}
+
+	runner := activity.NewRunner(activity.Options{Now: c.Now, BaseEnv: nonNil(c.Environ)})
+	run, err := executor.Start(ctx, executor.Options{
+		Config:      cfg,
+		Instances:   instances,
+		Store:       store,
+		Runner:      runner,
+		Bus:         bus,
+		Parallelism: cmd.parallelism,
+	})
+	if err != nil {
+		bus.Close()
+		return fmt.Errorf("start run: %w", err)
+	}
+	ctl.setRun(run)
+
+	viewCtx, stopView := context.WithCancel(ctx)
+	defer stopView()
+	useTUI := !cmd.json && c.IsTerminal(c.Stdout)
+	if !cmd.json {
+		fmt.Fprintln(c.Stdout) // set the run apart from the plan above it
+	}
+	ctl.quiet = useTUI // the dashboard shows its own notice
+	viewDone := make(chan error, 1)
+	go func() {
+		switch {
+		case cmd.json:
+			viewDone <- jsonView(viewCtx, sub, c.Stdout)
+		case useTUI:
+			_, err := tui.Run(viewCtx, sub, tui.Options{
+				Title:      "wf apply",
+				Color:      c.color(c.Stdout, cmd.flags.noColor),
+				Now:        c.Now,
+				Controller: ctl,
+			}, c.Stdin, c.Stdout)
+			viewDone <- err
+		default:
+			viewDone <- newPlainView(c.Stdout, len(instances), c.now).run(viewCtx, sub)
+		}
+	}()
+
+	waitDone := make(chan struct{})
+	var outcome executor.Outcome
+	var runErr error
+	go func() {
+		defer close(waitDone)
+		outcome, runErr = run.Wait()
+	}()
+	for waiting := true; waiting; {
+		select {
+		case <-signals:
+			ctl.Interrupt()
+		case <-waitDone:
+			waiting = false
+		}
+	}
+	// The executor has published everything; closing the bus lets the view
+	// drain what is queued and return.
+	bus.Close()
+	viewErr := <-viewDone
+	if runErr != nil {
+		return fmt.Errorf("run: %w", runErr)
+	}
+	if viewErr != nil {
+		return fmt.Errorf("view: %w", viewErr)
+	}
+	status := outcome.Status
+	if !cmd.json {
+		fmt.Fprintf(c.Stdout, "\n%s\n", fmtSummary(status, outcome.Summary))
+	}
+	switch status {
+	case event.StatusSucceeded:
+		return nil
+	case event.StatusInterrupted:
+		return exitCode(exitInterrupted)
+	default:
+		return exitCode(exitError)
+	}
+}
+
+// socketName is the event socket in the state directory, for wf watch.
+const socketName = "events.sock"
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// controller turns operator input (signals, TUI keys, wf watch requests)
+// into run commands. The first interrupt stops starting attempts and lets
+// running ones finish; the second cancels them.
+type controller struct {
+	stderr io.Writer
+	quiet  bool
+
+	mu         sync.Mutex
+	run        *executor.Run // nil until the run has started
+	interrupts int
+}
+
+func (c *controller) setRun(run *executor.Run) {
+	c.mu.Lock()
+	c.run = run
+	c.mu.Unlock()
+}
+
+func (c *controller) current() *executor.Run {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.run
+}
+
+// FireNow fires a pending retry now. A request that arrives before the
+// run has started finds nothing pending and is dropped.
+func (c *controller) FireNow(instance, activity string) {
+	if run := c.current(); run != nil {
+		run.FireNow(instance, activity)
+	}
+}
+
+// Detach stops the run gracefully; the state stays resumable.
+func (c *controller) Detach() {
+	c.mu.Lock()
+	c.interrupts++
+	run := c.run
+	c.mu.Unlock()
+	run.Stop()
+}
+
+// Interrupt handles Ctrl-C and SIGTERM.
+func (c *controller) Interrupt() {
+	c.mu.Lock()
+	c.interrupts++
+	n := c.interrupts
+	run := c.run
+	c.mu.Unlock()
+	if n == 1 {
+		if !c.quiet {
+			fmt.Fprintln(c.stderr, "Interrupt received: finishing running attempts (press Ctrl-C again to cancel them)...")
+		}
+		run.Stop()
+		return
+	}
+	if !c.quiet {
+		fmt.Fprintln(c.stderr, "Second interrupt: cancelling running attempts...")
+	}
+	run.Cancel()
+}
+
+// planInstances turns a plan into the executor's instances: unchanged
+// activities are skipped, resumed ones carry on from their state, every
+// other action starts a new execution from attempt 1.
+func planInstances(cfg *config.Config, plan *planner.Plan) []core.Instance {
+	byName := make(map[string]*config.Workflow, len(cfg.Workflows))
+	for _, wf := range cfg.Workflows {
+		byName[wf.Name] = wf
+	}
+	var out []core.Instance
+	for _, ip := range plan.Instances {
+		wf := byName[ip.Workflow]
+		if wf == nil {
+			continue // cannot happen: the plan was built from cfg
+		}
+		modes := make(map[string]core.Mode, len(ip.Activities))
+		for _, a := range ip.Activities {
+			modes[a.Name] = actionMode(a.Action)
+		}
+		out = append(out, core.Instance{Workflow: wf, Modes: modes})
+	}
+	return out
+}
+
+func actionMode(a planner.Action) core.Mode {
+	switch a {
+	case planner.ActionUnchanged:
+		return core.ModeSkip
+	case planner.ActionResume:
+		return core.ModeResume
+	default: // run, rerun, retry_failed
+		return core.ModeFresh
+	}
+}

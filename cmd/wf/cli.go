@@ -1,0 +1,281 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/x/term"
+)
+
+// run is the whole program behind main, with every input injectable so that
+// tests drive it in-process. It returns the exit code.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, environ []string) int {
+	c := &CLI{
+		Stdin:      stdin,
+		Stdout:     stdout,
+		Stderr:     stderr,
+		Environ:    environ,
+		IsTerminal: isTerminal,
+		Now:        time.Now,
+		Notify:     notifySignals,
+	}
+	return c.Run(ctx, args)
+}
+
+// CLI carries everything a command touches outside its own flags: the
+// standard streams, the environment, the clock and how signals arrive.
+type CLI struct {
+	Stdin   io.Reader
+	Stdout  io.Writer
+	Stderr  io.Writer
+	Environ []string
+	// IsTerminal reports whether a stream is an interactive terminal; it
+	// decides colour, the TUI and whether wf apply may prompt.
+	IsTerminal func(v any) bool
+	Now        func() time.Time
+	// Notify subscribes c to SIGINT/SIGTERM; the returned func unsubscribes.
+	Notify func(c chan<- os.Signal) (stop func())
+}
+
+// Exit codes of the contract (SPEC §6).
+const (
+	exitOK          = 0
+	exitError       = 1
+	exitChanges     = 2
+	exitInterrupted = 130
+)
+
+// exitErr carries an exit code. A nil err means the reason has already been
+// printed (diagnostics, a plan, a usage text) and nothing more is said.
+type exitErr struct {
+	code int
+	err  error
+}
+
+func (e *exitErr) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitErr) Unwrap() error { return e.err }
+
+// exitCode ends the command with code and no further message.
+func exitCode(code int) error { return &exitErr{code: code} }
+
+// command is one subcommand.
+type command interface {
+	Run(ctx context.Context, args []string) error
+}
+
+// Run dispatches args to a subcommand and maps its error to an exit code.
+func (c *CLI) Run(ctx context.Context, args []string) int {
+	if len(args) == 0 {
+		fmt.Fprint(c.Stderr, usageText)
+		return exitError
+	}
+	var cmd command
+	name := args[0]
+	switch name {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(c.Stdout, usageText)
+		return exitOK
+	case "version", "-version", "--version", "-v":
+		cmd = &VersionCommand{cli: c}
+	case "validate":
+		cmd = &ValidateCommand{cli: c}
+	case "fmt":
+		cmd = &FmtCommand{cli: c}
+	case "graph":
+		cmd = &GraphCommand{cli: c}
+	case "plan":
+		cmd = &PlanCommand{cli: c}
+	case "apply":
+		cmd = &ApplyCommand{cli: c}
+	case "state":
+		cmd = &StateCommand{cli: c}
+	case "history":
+		cmd = &HistoryCommand{cli: c}
+	case "watch":
+		cmd = &WatchCommand{cli: c}
+	default:
+		fmt.Fprintf(c.Stderr, "wf: unknown command %q\n\n%s", name, usageText)
+		return exitError
+	}
+	return c.exit(cmd.Run(ctx, args[1:]))
+}
+
+// exit prints err (unless it is silent) and returns its exit code.
+func (c *CLI) exit(err error) int {
+	if err == nil {
+		return exitOK
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	var ee *exitErr
+	if errors.As(err, &ee) {
+		if ee.err != nil {
+			c.printError(ee.err)
+		}
+		return ee.code
+	}
+	c.printError(err)
+	return exitError
+}
+
+func (c *CLI) printError(err error) {
+	fmt.Fprintf(c.Stderr, "Error: %s\n", err)
+}
+
+const usageText = `Usage: wf [command] [options] [args]
+
+wf runs declarative workflows described in *.wf.hcl files, retrying each
+activity under its retry policy and keeping every attempt and timer durable.
+
+Main commands:
+  validate   Check whether the configuration is valid
+  plan       Show what wf apply would run and how it would retry
+  apply      Run the workflows (resumes where a previous run stopped)
+
+Other commands:
+  fmt        Rewrite *.wf.hcl files in the canonical format
+  graph      Print the activity graph in DOT format
+  history    Show the attempt log of an instance
+  state      Inspect and edit the state (list, show, rm)
+  watch      Attach the dashboard to a running wf apply
+  version    Show the wf version
+
+Flags take one dash or two and may come before or after the positional
+arguments. Run "wf COMMAND -h" for the flags of a command.
+`
+
+// newFlagSet returns a flag set whose -h prints usage (a "Usage: ..." line
+// and a description) followed by the flags.
+func (c *CLI) newFlagSet(name, usage, help string) *flag.FlagSet {
+	fs := flag.NewFlagSet("wf "+name, flag.ContinueOnError)
+	fs.SetOutput(c.Stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(c.Stderr, "Usage: %s\n\n%s\n", usage, strings.TrimRight(help, "\n")+"\n")
+		hasFlags := false
+		fs.VisitAll(func(*flag.Flag) { hasFlags = true })
+		if hasFlags {
+			fmt.Fprintf(c.Stderr, "\nOptions:\n\n")
+			fs.PrintDefaults()
+		}
+	}
+	return fs
+}
+
+// parseArgs parses flags wherever they appear among the positional
+// arguments, so that both `wf plan -no-color dir` and `wf plan dir
+// -no-color` work. A "--" ends flag parsing; everything after it is
+// positional.
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return positional, nil
+		}
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(positional, rest...), nil
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
+}
+
+// usageErr reports a wrong number of positional arguments.
+func usageErr(fs *flag.FlagSet, format string, a ...any) error {
+	fmt.Fprintf(fs.Output(), "Error: %s\n\n", fmt.Sprintf(format, a...))
+	fs.Usage()
+	return exitCode(exitError)
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (s *stringList) String() string { return strings.Join(*s, ",") }
+
+func (s *stringList) Set(v string) error {
+	*s = append(*s, v)
+	return nil
+}
+
+// getenv looks a variable up in the injected environment (the last
+// definition wins, as in the process environment).
+func (c *CLI) getenv(key string) string {
+	v := ""
+	prefix := key + "="
+	for _, kv := range c.Environ {
+		if strings.HasPrefix(kv, prefix) {
+			v = kv[len(prefix):]
+		}
+	}
+	return v
+}
+
+// color decides whether output to w is coloured: never with -no-color or a
+// non-empty NO_COLOR, and only when w is a terminal.
+func (c *CLI) color(w io.Writer, noColor bool) bool {
+	if noColor || c.getenv("NO_COLOR") != "" {
+		return false
+	}
+	return c.IsTerminal(w)
+}
+
+func (c *CLI) now() time.Time {
+	if c.Now == nil {
+		return time.Now()
+	}
+	return c.Now()
+}
+
+// isTerminal reports whether v is a file attached to a terminal.
+func isTerminal(v any) bool {
+	f, ok := v.(interface{ Fd() uintptr })
+	if !ok {
+		return false
+	}
+	return term.IsTerminal(f.Fd())
+}
+
+// dirArg returns the single optional DIR argument (default ".").
+func dirArg(fs *flag.FlagSet, positional []string) (string, error) {
+	switch len(positional) {
+	case 0:
+		return ".", nil
+	case 1:
+		return positional[0], nil
+	default:
+		return "", usageErr(fs, "too many arguments: %s", strings.Join(positional[1:], " "))
+	}
+}
+
+// absDir resolves a configuration directory and checks that it exists.
+func absDir(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("resolve %s: %w", dir, err)
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return "", fmt.Errorf("configuration directory: %w", err)
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("configuration directory: %s is not a directory", dir)
+	}
+	return abs, nil
+}

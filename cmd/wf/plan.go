@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"github.com/wf-engine/wf/config"
+	"github.com/wf-engine/wf/planner"
+	"github.com/wf-engine/wf/statefile"
+	"github.com/wf-engine/wf/statefile/record"
+)
+
+// PlanCommand shows what wf apply would run, against the current state.
+type PlanCommand struct {
+	cli              *CLI
+	flags            commonFlags
+	out              string
+	detailedExitCode bool
+	replace          stringList
+}
+
+// Run implements `wf plan [-out FILE] [-detailed-exitcode] [-replace ADDR]... [DIR]`.
+func (cmd *PlanCommand) Run(_ context.Context, args []string) error {
+	c := cmd.cli
+	fs := c.newFlagSet("plan", "wf plan [options] [DIR]",
+		"Compare the configuration in DIR (default \".\") with the state and show\nwhich activities wf apply would run, re-run, resume or leave alone, and\nhow each would be retried.\n\nExit codes: 0 success, 1 error, 2 with -detailed-exitcode when the plan\nhas changes.")
+	cmd.flags.register(fs)
+	fs.StringVar(&cmd.out, "out", "", "save the plan to `FILE`; wf apply FILE runs exactly that plan")
+	fs.BoolVar(&cmd.detailedExitCode, "detailed-exitcode", false, "exit 2 when the plan has changes (0 when none, 1 on error)")
+	fs.Var(&cmd.replace, "replace", "re-run `activity.NAME` (or WORKFLOW.activity.NAME) even if it succeeded (repeatable)")
+	positional, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	dir, err := dirArg(fs, positional)
+	if err != nil {
+		return err
+	}
+	if _, err := absDir(dir); err != nil {
+		return err
+	}
+	varFiles, err := absPaths(cmd.flags.varFiles)
+	if err != nil {
+		return err
+	}
+	env := wfVarEnv(c.Environ)
+	// The directory as typed keeps diagnostics' filenames short.
+	cfg, err := c.loadConfig(dir, config.LoadOptions{Vars: cmd.flags.vars, VarFiles: cmd.flags.varFiles, Env: c.Environ}, cmd.flags.noColor)
+	if err != nil {
+		return err
+	}
+	stateDir, err := c.resolveStateDir(&cmd.flags, cfg.Dir)
+	if err != nil {
+		return err
+	}
+	plan, err := c.planReadOnly(cfg, stateDir, planner.Options{
+		Workflow: cmd.flags.workflow,
+		Replace:  cmd.replace,
+		Now:      c.now(),
+	}, cmd.flags.noColor)
+	if err != nil {
+		return err
+	}
+	if err := planner.Render(c.Stdout, plan, c.color(c.Stdout, cmd.flags.noColor)); err != nil {
+		return fmt.Errorf("render plan: %w", err)
+	}
+	if cmd.out != "" {
+		inputs := planner.LoadInputs{
+			Dir:      cfg.Dir,
+			Vars:     cmd.flags.vars,
+			VarFiles: varFiles,
+			Env:      env,
+			Workflow: cmd.flags.workflow,
+			Replace:  cmd.replace,
+		}
+		if err := planner.WriteFile(cmd.out, plan, inputs); err != nil {
+			return fmt.Errorf("save plan: %w", err)
+		}
+		fmt.Fprintf(c.Stdout, "\nSaved the plan to: %s\n\nTo run exactly this plan, run:\n    wf apply %q\n", cmd.out, cmd.out)
+	}
+	if cmd.detailedExitCode && plan.HasChanges() {
+		return exitCode(exitChanges)
+	}
+	return nil
+}
+
+// planReadOnly builds a plan against the state in stateDir without creating
+// it: a configuration that was never applied plans against empty state. A
+// state held by a running apply is an error, since its plan would be stale
+// at once.
+func (c *CLI) planReadOnly(cfg *config.Config, stateDir string, opts planner.Options, noColor bool) (*planner.Plan, error) {
+	var reader planner.StateReader = emptyState{}
+	if _, err := os.Stat(stateDir); err == nil {
+		store, err := statefile.Open(stateDir, statefile.Options{Command: "wf plan", ReadOnly: true})
+		if err != nil {
+			return nil, err // names the state directory, or the holder of its lock
+		}
+		defer store.Close()
+		reader = store
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("open state: %w", err)
+	}
+	return c.buildPlan(cfg, reader, opts, noColor)
+}
+
+// buildPlan runs the planner and prints its diagnostics.
+func (c *CLI) buildPlan(cfg *config.Config, reader planner.StateReader, opts planner.Options, noColor bool) (*planner.Plan, error) {
+	plan, diags := planner.Build(cfg, reader, opts)
+	if err := c.writeDiags(diags, cfg, noColor); err != nil {
+		return nil, err
+	}
+	if diags.HasErrors() || plan == nil {
+		return nil, exitCode(exitError)
+	}
+	return plan, nil
+}
+
+// emptyState is the state of a configuration that was never applied.
+type emptyState struct{}
+
+func (emptyState) Activities(string, string) (map[string]*record.Activity, error) {
+	return map[string]*record.Activity{}, nil
+}

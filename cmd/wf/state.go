@@ -1,0 +1,344 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/wf-engine/wf/statefile"
+	"github.com/wf-engine/wf/statefile/record"
+)
+
+// errNoState is returned when a command that reads state finds none.
+var errNoState = errors.New("no state")
+
+// StateCommand dispatches `wf state list|show|rm`.
+type StateCommand struct {
+	cli *CLI
+}
+
+const stateUsage = `Usage: wf state <subcommand> [options] [args]
+
+Inspect and edit the state of the configuration in DIR (default ".").
+
+Subcommands:
+  list [DIR]             List every workflow instance with a status summary
+  show INSTANCE [DIR]    Show every activity of an instance
+  rm INSTANCE [DIR]      Forget an instance: its next apply starts afresh
+`
+
+// Run implements `wf state`.
+func (cmd *StateCommand) Run(ctx context.Context, args []string) error {
+	c := cmd.cli
+	if len(args) == 0 {
+		fmt.Fprint(c.Stderr, stateUsage)
+		return exitCode(exitError)
+	}
+	var sub command
+	switch args[0] {
+	case "list":
+		sub = &StateListCommand{cli: c}
+	case "show":
+		sub = &StateShowCommand{cli: c}
+	case "rm":
+		sub = &StateRmCommand{cli: c}
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(c.Stderr, stateUsage)
+		return nil
+	default:
+		fmt.Fprintf(c.Stderr, "wf state: unknown subcommand %q\n\n%s", args[0], stateUsage)
+		return exitCode(exitError)
+	}
+	return sub.Run(ctx, args[1:])
+}
+
+// openState opens the existing state of the configuration in dir. It never
+// creates a state directory: reading commands have nothing to read there.
+func (c *CLI) openState(flags *commonFlags, dir, command string, readOnly bool) (*statefile.Store, string, error) {
+	abs, err := absDir(dir)
+	if err != nil {
+		return nil, "", err
+	}
+	stateDir, err := c.resolveStateDir(flags, abs)
+	if err != nil {
+		return nil, "", err
+	}
+	if _, err := os.Stat(stateDir); errors.Is(err, fs.ErrNotExist) {
+		return nil, stateDir, fmt.Errorf("%w in %s: wf apply creates it", errNoState, stateDir)
+	} else if err != nil {
+		return nil, stateDir, fmt.Errorf("open state: %w", err)
+	}
+	store, err := statefile.Open(stateDir, statefile.Options{Command: command, ReadOnly: readOnly})
+	if err != nil {
+		return nil, stateDir, err // names the state directory, or the holder of its lock
+	}
+	return store, stateDir, nil
+}
+
+// StateListCommand lists the instances in state.
+type StateListCommand struct {
+	cli   *CLI
+	flags commonFlags
+}
+
+// Run implements `wf state list [DIR]`.
+func (cmd *StateListCommand) Run(_ context.Context, args []string) error {
+	c := cmd.cli
+	fs := c.newFlagSet("state list", "wf state list [options] [DIR]",
+		"List every workflow instance in the state, one address per line, with a\nsummary of its activities' statuses.")
+	cmd.flags.registerState(fs)
+	positional, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	dir, err := dirArg(fs, positional)
+	if err != nil {
+		return err
+	}
+	store, _, err := c.openState(&cmd.flags, dir, "wf state list", true)
+	if errors.Is(err, errNoState) {
+		return nil // nothing applied yet: nothing to list
+	}
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	instances, err := store.Instances()
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)
+	for _, inst := range instances {
+		acts, err := store.Activities(inst.Workflow, inst.Key)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", inst.Address(), statusSummary(acts))
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	return nil
+}
+
+// statusSummary counts activities per status: "3 succeeded, 1 waiting".
+func statusSummary(acts map[string]*record.Activity) string {
+	order := []record.Status{
+		record.StatusSucceeded, record.StatusFailed, record.StatusWaiting,
+		record.StatusRunning, record.StatusPending, record.StatusSkipped,
+	}
+	counts := map[record.Status]int{}
+	for _, a := range acts {
+		counts[a.Status]++
+	}
+	var parts []string
+	for _, s := range order {
+		if n := counts[s]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, s))
+			delete(counts, s)
+		}
+	}
+	// Statuses of a newer wf still show up.
+	var rest []string
+	for s := range counts {
+		rest = append(rest, string(s))
+	}
+	sort.Strings(rest)
+	for _, s := range rest {
+		parts = append(parts, fmt.Sprintf("%d %s", counts[record.Status(s)], s))
+	}
+	if len(parts) == 0 {
+		return "no activities"
+	}
+	return fmt.Sprintf("%d %s: %s", len(acts), plural(len(acts), "activity", "activities"), strings.Join(parts, ", "))
+}
+
+// StateShowCommand shows one instance in detail.
+type StateShowCommand struct {
+	cli   *CLI
+	flags commonFlags
+}
+
+// Run implements `wf state show INSTANCE [DIR]`.
+func (cmd *StateShowCommand) Run(_ context.Context, args []string) error {
+	c := cmd.cli
+	fs := c.newFlagSet("state show", "wf state show [options] INSTANCE [DIR]",
+		"Show every activity of INSTANCE (e.g. order/order-1001): status,\ngeneration, attempts, idempotency key, pending timer, outputs and last\nerror.")
+	cmd.flags.registerState(fs)
+	positional, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(positional) == 0 {
+		return usageErr(fs, "wf state show needs an INSTANCE address")
+	}
+	dir, err := dirArg(fs, positional[1:])
+	if err != nil {
+		return err
+	}
+	wf, key, err := splitInstance(positional[0])
+	if err != nil {
+		return err
+	}
+	store, _, err := c.openState(&cmd.flags, dir, "wf state show", true)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	inst, err := findInstance(store, wf, key)
+	if err != nil {
+		return err
+	}
+	acts, err := store.Activities(wf, key)
+	if err != nil {
+		return err
+	}
+	writeInstance(c.Stdout, inst, acts, c.now())
+	return nil
+}
+
+// findInstance returns the instance record or a "not in state" error.
+func findInstance(store *statefile.Store, wf, key string) (*record.Instance, error) {
+	inst, err := store.Instance(wf, key)
+	if err != nil {
+		return nil, err
+	}
+	if inst == nil {
+		return nil, fmt.Errorf("instance %s/%s is not in the state (wf state list shows what is)", wf, key)
+	}
+	return inst, nil
+}
+
+// sortedActivities orders an instance's activities by name.
+func sortedActivities(acts map[string]*record.Activity) []*record.Activity {
+	out := make([]*record.Activity, 0, len(acts))
+	for _, a := range acts {
+		out = append(out, a)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// maxShownOutput bounds the outputs shown per activity: state show is an
+// overview, and outputs can be megabytes.
+const maxShownOutput = 200
+
+func writeInstance(w io.Writer, inst *record.Instance, acts map[string]*record.Activity, now time.Time) {
+	fmt.Fprintf(w, "%s\n", inst.Address())
+	fmt.Fprintf(w, "  created  %s\n", fmtTime(inst.Created))
+	fmt.Fprintf(w, "  updated  %s\n", fmtTime(inst.Updated))
+	for _, a := range sortedActivities(acts) {
+		fmt.Fprintf(w, "\nactivity.%s\n", a.Name)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintf(tw, "  status\t%s\n", a.Status)
+		if a.FailReason != "" {
+			fmt.Fprintf(tw, "  reason\t%s\n", strings.ReplaceAll(a.FailReason, "_", " "))
+		}
+		fmt.Fprintf(tw, "  generation\t%d\n", a.Generation)
+		fmt.Fprintf(tw, "  attempts\t%d\n", a.Attempts)
+		fmt.Fprintf(tw, "  idempotency key\t%s\n", a.IdempotencyKey)
+		if !a.FirstStart.IsZero() {
+			fmt.Fprintf(tw, "  first start\t%s\n", fmtTime(a.FirstStart))
+		}
+		if !a.Finished.IsZero() {
+			fmt.Fprintf(tw, "  finished\t%s\n", fmtTime(a.Finished))
+		}
+		if t := a.Timer; t != nil {
+			fmt.Fprintf(tw, "  pending timer\t%s\n", fmtTimer(t, now))
+		}
+		if len(a.Outputs) > 0 {
+			fmt.Fprintf(tw, "  outputs\t%s\n", oneLine(string(a.Outputs), maxShownOutput))
+		}
+		if e := a.LastError; e != nil {
+			msg := e.Type
+			if e.Message != "" {
+				msg += ": " + oneLine(e.Message, maxShownOutput)
+			}
+			if e.NonRetryable {
+				msg += " (non-retryable)"
+			}
+			fmt.Fprintf(tw, "  last error\t%s\n", msg)
+		}
+		fmt.Fprintf(tw, "  definition hash\t%s\n", a.DefHash)
+		_ = tw.Flush()
+	}
+}
+
+func fmtTimer(t *record.Timer, now time.Time) string {
+	var what string
+	switch t.Kind {
+	case record.TimerSleep:
+		what = fmt.Sprintf("sleep (attempt %d) ends", t.Attempt)
+	case record.TimerBudget:
+		what = fmt.Sprintf("attempt %d waits for the retry budget until", t.Attempt)
+	default:
+		what = fmt.Sprintf("attempt %d due", t.Attempt)
+	}
+	s := fmt.Sprintf("%s %s", what, fmtTime(t.FireAt))
+	if d := t.FireAt.Sub(now); d > 0 {
+		s += " (in " + fmtDuration(d) + ")"
+	} else {
+		s += " (due now)"
+	}
+	if t.Source != "" && t.Source != "policy" {
+		s += ", delay from " + t.Source
+	}
+	return s
+}
+
+// fmtTime prints a stored time in the local zone with milliseconds.
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format("2006-01-02 15:04:05.000")
+}
+
+// StateRmCommand removes an instance from state.
+type StateRmCommand struct {
+	cli   *CLI
+	flags commonFlags
+}
+
+// Run implements `wf state rm INSTANCE [DIR]`.
+func (cmd *StateRmCommand) Run(_ context.Context, args []string) error {
+	c := cmd.cli
+	fs := c.newFlagSet("state rm", "wf state rm [options] INSTANCE [DIR]",
+		"Remove INSTANCE (e.g. order/order-1001) with its activities, attempts and\ntimers from the state; the next wf apply runs it from scratch.")
+	cmd.flags.registerState(fs)
+	positional, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(positional) == 0 {
+		return usageErr(fs, "wf state rm needs an INSTANCE address")
+	}
+	dir, err := dirArg(fs, positional[1:])
+	if err != nil {
+		return err
+	}
+	wf, key, err := splitInstance(positional[0])
+	if err != nil {
+		return err
+	}
+	store, _, err := c.openState(&cmd.flags, dir, "wf state rm", false)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	if _, err := findInstance(store, wf, key); err != nil {
+		return err
+	}
+	if err := store.DeleteInstance(wf, key); err != nil {
+		return fmt.Errorf("remove %s/%s: %w", wf, key, err)
+	}
+	fmt.Fprintf(c.Stdout, "Removed %s/%s.\n", wf, key)
+	return nil
+}

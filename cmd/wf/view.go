@@ -1,0 +1,331 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/wf-engine/wf/executor/event"
+)
+
+// jsonView prints every event as one JSON object per line (wf apply -json).
+func jsonView(ctx context.Context, sub *event.Subscription, w io.Writer) error {
+	enc := json.NewEncoder(w)
+	for {
+		batch, ok := sub.Next(ctx)
+		if !ok {
+			return nil
+		}
+		for i := range batch {
+			if err := enc.Encode(&batch[i]); err != nil {
+				return fmt.Errorf("write event: %w", err)
+			}
+		}
+	}
+}
+
+// plainView prints one line per event for logs and CI (wf apply without a
+// terminal).
+type plainView struct {
+	w io.Writer
+	// prefixInstance prefixes lines with the instance address when a run
+	// covers several instances.
+	prefixInstance bool
+	now            func() time.Time
+	// warned remembers the budgets whose high usage was already reported.
+	warned map[string]bool
+}
+
+func newPlainView(w io.Writer, instances int, now func() time.Time) *plainView {
+	return &plainView{w: w, prefixInstance: instances > 1, now: now, warned: map[string]bool{}}
+}
+
+// run prints events until the bus closes or ctx is done.
+func (v *plainView) run(ctx context.Context, sub *event.Subscription) error {
+	for {
+		batch, ok := sub.Next(ctx)
+		if !ok {
+			return nil
+		}
+		for _, line := range v.lines(batch) {
+			if _, err := fmt.Fprintln(v.w, line); err != nil {
+				return fmt.Errorf("write event: %w", err)
+			}
+		}
+	}
+}
+
+// lines formats a batch. An attempt_failed immediately followed by the
+// retry_scheduled of the same activity becomes a single line ("attempt 1
+// failed (http:503); retry 2 in 1s"): the core emits both in one step, so
+// they arrive in the same batch.
+func (v *plainView) lines(batch []event.Event) []string {
+	var out []string
+	for i := 0; i < len(batch); i++ {
+		e := batch[i]
+		if e.Budget != nil {
+			if w := v.budgetWarning(e.Budget); w != "" {
+				out = append(out, w)
+			}
+		}
+		var line string
+		if e.Type == event.AttemptFailed && i+1 < len(batch) && batch[i+1].Type == event.RetryScheduled &&
+			batch[i+1].Instance == e.Instance && batch[i+1].Activity == e.Activity {
+			next := batch[i+1]
+			if next.Budget != nil {
+				if w := v.budgetWarning(next.Budget); w != "" {
+					out = append(out, w)
+				}
+			}
+			line = fmtAttemptFailed(e) + "; " + fmtRetry(next)
+			i++
+		} else {
+			line = v.format(e)
+		}
+		if line == "" {
+			continue
+		}
+		if v.prefixInstance && e.Instance != "" && e.Activity != "" {
+			line = e.Instance + " " + line
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+// format returns the line of one event, "" for events that print nothing.
+func (v *plainView) format(e event.Event) string {
+	switch e.Type {
+	case event.Plan:
+		return fmtPlan(e)
+	case event.AttemptStarted:
+		return fmtAttemptStarted(e)
+	case event.AttemptSucceeded:
+		return fmtAttemptSucceeded(e)
+	case event.AttemptFailed:
+		return fmtAttemptFailed(e)
+	case event.RetryScheduled:
+		return e.Activity + ": " + fmtRetry(e)
+	case event.TimerRecovered:
+		return fmtTimerRecovered(e, v.now())
+	case event.BudgetWait:
+		return fmtBudgetWait(e)
+	case event.ActivitySucceeded:
+		return fmtActivitySucceeded(e)
+	case event.ActivityFailed:
+		return fmtActivityFailed(e)
+	case event.ActivitySkipped:
+		return fmtActivitySkipped(e)
+	case event.RunCompleted:
+		// The final summary is printed from the run's outcome.
+		return ""
+	default:
+		return fmt.Sprintf("%s: %s", orInstance(e), e.Type)
+	}
+}
+
+func orInstance(e event.Event) string {
+	if e.Activity != "" {
+		return e.Activity
+	}
+	return e.Instance
+}
+
+// budgetWarning warns once per budget when its usage passes 80%.
+func (v *plainView) budgetWarning(b *event.BudgetUsage) string {
+	if b.MaxRetries <= 0 || v.warned[b.Name] || b.Used*100 <= b.MaxRetries*80 {
+		return ""
+	}
+	v.warned[b.Name] = true
+	return fmt.Sprintf("warning: retry budget %s is at %d/%d retries per %s",
+		b.Name, b.Used, b.MaxRetries, fmtDuration(time.Duration(b.WindowMs)*time.Millisecond))
+}
+
+func fmtPlan(e event.Event) string {
+	run := 0
+	for _, a := range e.Activities {
+		if a.Action != "unchanged" {
+			run++
+		}
+	}
+	return fmt.Sprintf("%s: starting, %d of %d %s to run", e.Instance, run, len(e.Activities), plural(len(e.Activities), "activity", "activities"))
+}
+
+func fmtAttempt(e event.Event) string {
+	if e.MaxAttempts > 0 {
+		return fmt.Sprintf("attempt %d/%d", e.Attempt, e.MaxAttempts)
+	}
+	return fmt.Sprintf("attempt %d", e.Attempt)
+}
+
+func fmtAttemptStarted(e event.Event) string {
+	return fmt.Sprintf("%s: %s started", e.Activity, fmtAttempt(e))
+}
+
+func fmtAttemptSucceeded(e event.Event) string {
+	s := fmt.Sprintf("%s: attempt %d succeeded", e.Activity, e.Attempt)
+	if e.DurationMs != nil {
+		s += " in " + fmtDuration(ms(*e.DurationMs))
+	}
+	return s
+}
+
+func fmtAttemptFailed(e event.Event) string {
+	return fmt.Sprintf("%s: attempt %d failed (%s)", e.Activity, e.Attempt, errType(e.Error))
+}
+
+// fmtRetry is the "retry 2 in 1s" part of a retry_scheduled event.
+func fmtRetry(e event.Event) string {
+	s := fmt.Sprintf("retry %d", e.Attempt)
+	if e.DelayMs != nil {
+		s += " in " + fmtDuration(ms(*e.DelayMs))
+	}
+	switch e.DelaySource {
+	case "server":
+		s += " (server asked)"
+	case "budget":
+		s += " (waiting for the retry budget)"
+	case "manual":
+		s += " (manual)"
+	}
+	return s
+}
+
+func fmtTimerRecovered(e event.Event, now time.Time) string {
+	s := fmt.Sprintf("%s: recovered timer for attempt %d", e.Activity, e.Attempt)
+	if e.FireAt != nil {
+		if d := e.FireAt.Sub(now); d > 0 {
+			s += ", due in " + fmtDuration(d)
+		} else {
+			s += ", due now"
+		}
+	}
+	return s
+}
+
+func fmtBudgetWait(e event.Event) string {
+	s := fmt.Sprintf("%s: retry budget", e.Activity)
+	if e.Budget != nil {
+		s += fmt.Sprintf(" %s exhausted (%d/%d retries per %s)", e.Budget.Name, e.Budget.Used, e.Budget.MaxRetries,
+			fmtDuration(time.Duration(e.Budget.WindowMs)*time.Millisecond))
+	} else {
+		s += " exhausted"
+	}
+	s += fmt.Sprintf("; attempt %d waits", e.Attempt)
+	if e.DelayMs != nil {
+		s += " " + fmtDuration(ms(*e.DelayMs))
+	}
+	return s
+}
+
+func fmtActivitySucceeded(e event.Event) string {
+	s := fmt.Sprintf("%s: succeeded after %d %s", e.Activity, e.Attempt, plural(e.Attempt, "attempt", "attempts"))
+	if e.DurationMs != nil {
+		s += " in " + fmtDuration(ms(*e.DurationMs))
+	}
+	return s
+}
+
+func fmtActivityFailed(e event.Event) string {
+	s := fmt.Sprintf("%s: failed after %d %s", e.Activity, e.Attempt, plural(e.Attempt, "attempt", "attempts"))
+	if e.Reason != "" {
+		s += " (" + strings.ReplaceAll(e.Reason, "_", " ") + ")"
+	}
+	if e.Error != nil {
+		s += ": " + errType(e.Error)
+		if e.Error.Message != "" {
+			s += ": " + oneLine(e.Error.Message, 200)
+		}
+	}
+	return s
+}
+
+func fmtActivitySkipped(e event.Event) string {
+	if e.Reason == event.ReasonUpstreamFailed {
+		return e.Activity + ": skipped (an upstream activity failed)"
+	}
+	if e.Reason != "" {
+		return e.Activity + ": skipped (" + strings.ReplaceAll(e.Reason, "_", " ") + ")"
+	}
+	return e.Activity + ": skipped"
+}
+
+// fmtSummary is the last line of a run.
+func fmtSummary(status string, s event.Summary) string {
+	if status == event.StatusInterrupted {
+		return "Apply interrupted; state saved. Run wf apply again to resume."
+	}
+	head := "Apply complete!"
+	if status != event.StatusSucceeded {
+		head = "Apply failed!"
+	}
+	var parts []string
+	for _, p := range []struct {
+		n    int
+		what string
+	}{
+		{s.Succeeded, "succeeded"}, {s.Failed, "failed"}, {s.Skipped, "skipped"},
+		{s.Unchanged, "unchanged"}, {s.Pending, "pending"},
+	} {
+		if p.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", p.n, p.what))
+		}
+	}
+	counts := ""
+	if len(parts) > 0 {
+		counts = ": " + strings.Join(parts, ", ")
+	}
+	return fmt.Sprintf("%s %d %s%s; %d %s, %d %s in %s.", head,
+		s.Activities, plural(s.Activities, "activity", "activities"), counts,
+		s.Attempts, plural(s.Attempts, "attempt", "attempts"),
+		s.Retries, plural(s.Retries, "retry", "retries"),
+		fmtSeconds(ms(s.DurationMs)))
+}
+
+func errType(e *event.Error) string {
+	if e == nil || e.Type == "" {
+		return "error"
+	}
+	return e.Type
+}
+
+func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+
+// fmtDuration prints short, human durations: 250ms, 1s, 1.5s, 2m0s.
+func fmtDuration(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	default:
+		return d.Round(time.Second).String()
+	}
+}
+
+// fmtSeconds prints a run's duration with one decimal, as in "in 4.2s".
+func fmtSeconds(d time.Duration) string {
+	if d < time.Minute {
+		return fmt.Sprintf("%.1fs", d.Seconds())
+	}
+	return d.Round(100 * time.Millisecond).String()
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// oneLine flattens s to a single line of at most max runes.
+func oneLine(s string, max int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > max {
+		return string(r[:max-1]) + "…"
+	}
+	return s
+}

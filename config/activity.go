@@ -1,0 +1,558 @@
+package config
+
+import (
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/function"
+
+	"github.com/wf-engine/wf/retry"
+)
+
+var workflowSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{{Name: "key"}},
+	Blocks:     []hcl.BlockHeaderSchema{{Type: "activity", LabelNames: []string{"name"}}},
+}
+
+var activitySchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "timeout"},
+		{Name: "retry"},
+		{Name: "depends_on"},
+	},
+	Blocks: []hcl.BlockHeaderSchema{
+		{Type: string(KindExec)},
+		{Type: string(KindHTTP)},
+		{Type: string(KindSleep)},
+		{Type: "retry"},
+	},
+}
+
+var kindSchemas = map[Kind]*hcl.BodySchema{
+	KindExec: {Attributes: []hcl.AttributeSchema{
+		{Name: "command"}, {Name: "script"}, {Name: "env"}, {Name: "dir"},
+	}},
+	KindHTTP: {Attributes: []hcl.AttributeSchema{
+		{Name: "url", Required: true}, {Name: "method"}, {Name: "headers"}, {Name: "body"},
+		{Name: "expect_status"}, {Name: "insecure_skip_verify"},
+	}},
+	KindSleep: {Attributes: []hcl.AttributeSchema{
+		{Name: "duration", Required: true},
+	}},
+}
+
+// DefaultKey is the instance key of a workflow without `key`.
+const DefaultKey = "default"
+
+func (l *loader) loadWorkflows(blocks []*hcl.Block) []*Workflow {
+	var out []*Workflow
+	seen := map[string]hcl.Range{}
+	for _, b := range blocks {
+		name := b.Labels[0]
+		if prev, dup := seen[name]; dup {
+			l.duplicate("workflow", name, b.DefRange, prev)
+			continue
+		}
+		seen[name] = b.DefRange
+		if w := l.loadWorkflow(name, b); w != nil {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+func (l *loader) loadWorkflow(name string, b *hcl.Block) *Workflow {
+	content, d := b.Body.Content(workflowSchema)
+	l.addDiags(d)
+	if content == nil {
+		return nil
+	}
+	w := &Workflow{Name: name, Key: DefaultKey, DeclRange: b.DefRange}
+	if a, ok := content.Attributes["key"]; ok {
+		if v, ok := l.evalStatic(a.Expr, scope{where: "a workflow key"}); ok && !v.IsNull() {
+			key, d := parseString(v, a.Expr, "key")
+			switch {
+			case d != nil:
+				l.addDiags(hcl.Diagnostics{d})
+			case key == "":
+				l.errorf(a.Expr.Range().Ptr(), "Invalid workflow key", "The workflow key must not be empty.")
+			default:
+				w.Key = key
+			}
+		}
+	}
+
+	// Names first: an activity may refer to one declared after it.
+	names := map[string]bool{}
+	first := map[string]hcl.Range{}
+	var blocks []*hcl.Block
+	for _, ab := range content.Blocks {
+		an := ab.Labels[0]
+		if !hclsyntax.ValidIdentifier(an) {
+			l.errorf(ab.LabelRanges[0].Ptr(), "Invalid name",
+				"%q is not a valid activity name: a name must start with a letter or underscore and contain only letters, digits, underscores and dashes.", an)
+			continue
+		}
+		if prev, dup := first[an]; dup {
+			l.duplicate("activity", an, ab.DefRange, prev)
+			continue
+		}
+		first[an] = ab.DefRange
+		names[an] = true
+		blocks = append(blocks, ab)
+	}
+	for _, ab := range blocks {
+		if a := l.loadActivity(w.Name, ab, names); a != nil {
+			w.Activities = append(w.Activities, a)
+		}
+	}
+	return w
+}
+
+func (l *loader) loadActivity(workflow string, b *hcl.Block, names map[string]bool) *Activity {
+	name := b.Labels[0]
+	a := &Activity{
+		Name:            name,
+		Workflow:        workflow,
+		DependsOnRanges: map[string]hcl.Range{},
+		DeclRange:       b.DefRange,
+	}
+	content, d := b.Body.Content(activitySchema)
+	l.addDiags(d)
+	if content == nil {
+		return nil
+	}
+	outside := scope{where: fmt.Sprintf("activity %q outside its kind block", name)}
+
+	var kindBlocks, retryBlocks []*hcl.Block
+	for _, cb := range content.Blocks {
+		if cb.Type == "retry" {
+			retryBlocks = append(retryBlocks, cb)
+		} else {
+			kindBlocks = append(kindBlocks, cb)
+		}
+	}
+	switch len(kindBlocks) {
+	case 0:
+		l.errorf(b.DefRange.Ptr(), "Missing activity kind",
+			"Activity %q needs exactly one exec, http or sleep block saying what it does.", name)
+	case 1:
+	default:
+		l.errorf(kindBlocks[1].DefRange.Ptr(), "Multiple activity kinds",
+			"Activity %q has a %s block and a %s block; an activity does exactly one thing, so it takes exactly one exec, http or sleep block. Split it into two activities.",
+			name, kindBlocks[0].Type, kindBlocks[1].Type)
+	}
+
+	var deps []ref
+	var kr *kindResolver
+	if len(kindBlocks) == 1 {
+		kb := kindBlocks[0]
+		a.Kind = Kind(kb.Type)
+		kc, d := kb.Body.Content(kindSchemas[a.Kind])
+		l.addDiags(d)
+		if kc != nil {
+			kindScope := scope{where: "an activity", activities: names, self: name}
+			attrsOK := true
+			for _, attr := range sortedAttrs(kc.Attributes) {
+				refs, ok := l.checkRefs(attr.Expr, kindScope)
+				attrsOK = attrsOK && ok
+				deps = append(deps, refs...)
+			}
+			if a.Kind == KindExec {
+				_, hasCmd := kc.Attributes["command"]
+				script, hasScript := kc.Attributes["script"]
+				switch {
+				case hasCmd && hasScript:
+					l.errorf(script.NameRange.Ptr(), "Conflicting command and script",
+						"An exec block takes either command (argv, no shell) or script (run by /bin/sh -c), not both.")
+				case !hasCmd && !hasScript:
+					l.errorf(kb.DefRange.Ptr(), "Missing command or script",
+						"An exec block needs command (argv, no shell) or script (run by /bin/sh -c).")
+				}
+			}
+			if attrsOK {
+				kr = &kindResolver{
+					kind:     a.Kind,
+					attrs:    kc.Attributes,
+					defRange: kb.DefRange,
+					vars:     l.staticVars(),
+					funcs:    l.funcs,
+					dir:      l.absDir,
+				}
+			}
+		}
+	}
+
+	if attr, ok := content.Attributes["depends_on"]; ok {
+		deps = append(deps, l.dependsOn(attr, names, name)...)
+	}
+	for _, r := range deps {
+		if _, seen := a.DependsOnRanges[r.name]; !seen {
+			a.DependsOnRanges[r.name] = r.rng
+			a.DependsOn = append(a.DependsOn, r.name)
+		}
+	}
+	sort.Strings(a.DependsOn)
+
+	if attr, ok := content.Attributes["timeout"]; ok {
+		if v, ok := l.evalStatic(attr.Expr, outside); ok && !v.IsNull() {
+			t, d := parseDuration(v, attr.Expr, "timeout")
+			if d != nil {
+				l.addDiags(hcl.Diagnostics{d})
+			}
+			a.Timeout = t
+		}
+	}
+
+	l.loadRules(a, content.Attributes["retry"], retryBlocks)
+
+	if kr != nil {
+		// Check what can be checked before the run: with upstream outputs
+		// unknown, every value that does not depend on them is validated.
+		_, d := kr.eval(a, nil, true)
+		l.addDiags(d)
+		a.resolver = kr
+	}
+	return a
+}
+
+// dependsOn decodes depends_on = [activity.a, activity.b].
+func (l *loader) dependsOn(attr *hcl.Attribute, names map[string]bool, self string) []ref {
+	exprs, d := hcl.ExprList(attr.Expr)
+	l.addDiags(d)
+	var out []ref
+	for _, e := range exprs {
+		t, d := hcl.AbsTraversalForExpr(e)
+		name, named := traversalName(t)
+		rng := e.Range()
+		switch {
+		case d.HasErrors() || t.RootName() != "activity" || !named || len(t) != 2:
+			l.errorf(&rng, "Invalid depends_on entry",
+				"Each depends_on entry must be a reference to an activity, like activity.NAME.")
+		case name == self:
+			l.errorf(&rng, "Self-referential activity",
+				"Activity %q cannot depend on itself.", name)
+		case !names[name]:
+			l.errorf(&rng, "Reference to undeclared activity",
+				"There is no activity named %q in this workflow.", name)
+		default:
+			out = append(out, ref{name: name, rng: rng})
+		}
+	}
+	return out
+}
+
+// loadRules builds the activity's ordered retry rules from either the retry
+// attribute or the retry blocks.
+func (l *loader) loadRules(a *Activity, attr *hcl.Attribute, blocks []*hcl.Block) {
+	if attr != nil {
+		if len(blocks) > 0 {
+			l.errorf(attr.NameRange.Ptr(), "Conflicting retry settings",
+				"Activity %q has both a retry attribute and retry blocks. Use one: `retry = retry_policy.NAME` is the same as `retry { policy = retry_policy.NAME }`.", a.Name)
+			return
+		}
+		name, ok := l.staticRef(attr, "retry_policy", "retry")
+		if !ok {
+			return
+		}
+		a.Rules = append(a.Rules, l.policies[name].rule)
+		a.RuleRanges = append(a.RuleRanges, attr.Range)
+		return
+	}
+	for i, b := range blocks {
+		content, d := b.Body.Content(retryBlockSchema)
+		l.addDiags(d)
+		if content == nil || d.HasErrors() {
+			continue
+		}
+		var rule retry.Rule
+		base := spec{ranges: map[string]hcl.Range{}}
+		baseForever := false
+		if pa, ok := content.Attributes["policy"]; ok {
+			name, ok := l.staticRef(pa, "retry_policy", "policy")
+			if !ok {
+				continue
+			}
+			np := l.policies[name]
+			if np.spec.ranges == nil {
+				continue // the policy itself is invalid and was reported
+			}
+			base, baseForever = np.spec, np.spec.forever()
+		}
+		own, ok := l.decodeSpec(content.Attributes)
+		if !ok {
+			continue
+		}
+		merged := base.over(own)
+		rule, ok = l.finalize(merged, own.ranges, b.DefRange.Ptr())
+		if !ok {
+			continue
+		}
+		if oa, ok := content.Attributes["on"]; ok {
+			v, ok := l.evalStatic(oa.Expr, scope{where: "a retry block"})
+			if !ok {
+				continue
+			}
+			if !v.IsNull() {
+				on, d := parseStrings(v, oa.Expr, "on")
+				if d != nil {
+					l.addDiags(hcl.Diagnostics{d})
+					continue
+				}
+				if len(on) == 0 {
+					l.errorf(oa.Expr.Range().Ptr(), "Empty on",
+						"on must list at least one error pattern (like \"http:429\"); leave it out to match every error.")
+					continue
+				}
+				rule.On = on
+			}
+		}
+		if rule.On == nil && i != len(blocks)-1 {
+			l.errorf(b.DefRange.Ptr(), "Retry rule without on is not last",
+				"Only the last retry block of an activity may leave out `on`: a block without it matches every error, so the blocks after it could never match.")
+			continue
+		}
+		if merged.forever() && !baseForever {
+			l.warnf(b.DefRange.Ptr(), "Retry rule can retry forever",
+				"This retry block of activity %q has no maximum_attempts and no expiration, so a failure that keeps happening is retried forever. Set maximum_attempts (e.g. 5) or expiration (e.g. \"10m\").", a.Name)
+		}
+		a.Rules = append(a.Rules, rule)
+		a.RuleRanges = append(a.RuleRanges, b.DefRange)
+	}
+}
+
+// kindResolver evaluates one activity's kind block. It keeps its own copy of
+// the static scope so that a Config can be used after its loader is gone.
+type kindResolver struct {
+	kind     Kind
+	attrs    hcl.Attributes
+	defRange hcl.Range
+	vars     map[string]cty.Value
+	funcs    map[string]function.Function
+	dir      string
+}
+
+func (r *kindResolver) resolve(a *Activity, upstream map[string]cty.Value) (*Resolved, hcl.Diagnostics) {
+	return r.eval(a, upstream, false)
+}
+
+// eval evaluates the kind block. With static set, upstream outputs are all
+// unknown and values that depend on them are skipped instead of reported.
+func (r *kindResolver) eval(a *Activity, upstream map[string]cty.Value, static bool) (*Resolved, hcl.Diagnostics) {
+	acts := make(map[string]cty.Value, len(a.DependsOn))
+	var missing []string
+	for _, dep := range a.DependsOn {
+		v, ok := upstream[dep]
+		if !ok || v.Type() == cty.NilType {
+			v = cty.DynamicVal
+			missing = append(missing, dep)
+		}
+		acts[dep] = v
+	}
+	vars := make(map[string]cty.Value, len(r.vars)+1)
+	for k, v := range r.vars {
+		vars[k] = v
+	}
+	vars["activity"] = cty.ObjectVal(acts)
+	ctx := &hcl.EvalContext{Variables: vars, Functions: r.funcs}
+
+	var diags hcl.Diagnostics
+	// get evaluates one attribute; ok is false when it is absent, null,
+	// failed or (in static mode) not known yet.
+	get := func(name string) (*hcl.Attribute, cty.Value, bool) {
+		attr, present := r.attrs[name]
+		if !present {
+			return nil, cty.NilVal, false
+		}
+		v, d := attr.Expr.Value(ctx)
+		diags = append(diags, d...)
+		if d.HasErrors() {
+			return attr, cty.NilVal, false
+		}
+		if !v.IsWhollyKnown() {
+			if !static {
+				diags = append(diags, unknownDiag(attr, missing))
+			}
+			return attr, cty.NilVal, false
+		}
+		if v.IsNull() {
+			return attr, cty.NilVal, false
+		}
+		return attr, v, true
+	}
+	add := func(d *hcl.Diagnostic) bool {
+		if d != nil {
+			diags = append(diags, d)
+			return false
+		}
+		return true
+	}
+
+	res := &Resolved{}
+	switch r.kind {
+	case KindExec:
+		spec := &ExecSpec{Dir: r.dir}
+		if attr, v, ok := get("command"); ok {
+			cmd, d := parseStrings(v, attr.Expr, "command")
+			if add(d) && len(cmd) == 0 {
+				add(&hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Empty command",
+					Detail:  "command must hold at least the program to run.",
+					Subject: attr.Expr.Range().Ptr()})
+			}
+			spec.Command = cmd
+		}
+		if attr, v, ok := get("script"); ok {
+			s, d := parseString(v, attr.Expr, "script")
+			if add(d) && strings.TrimSpace(s) == "" {
+				add(&hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Empty script",
+					Detail: "script must not be empty.", Subject: attr.Expr.Range().Ptr()})
+			}
+			spec.Script = s
+		}
+		if attr, v, ok := get("env"); ok {
+			env, d := parseStringMap(v, attr.Expr, "env")
+			if add(d) {
+				for k := range env {
+					if k == "" || strings.ContainsAny(k, "=\x00") {
+						add(&hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid environment variable name",
+							Detail: fmt.Sprintf("%q cannot be an environment variable name.", k), Subject: attr.Expr.Range().Ptr()})
+					}
+				}
+			}
+			spec.Env = env
+		}
+		if attr, v, ok := get("dir"); ok {
+			dir, d := parseString(v, attr.Expr, "dir")
+			if add(d) {
+				if !filepath.IsAbs(dir) {
+					dir = filepath.Join(r.dir, dir)
+				}
+				spec.Dir = filepath.Clean(dir)
+			}
+		}
+		res.Exec = spec
+	case KindHTTP:
+		spec := &HTTPSpec{Method: "GET"}
+		if attr, v, ok := get("url"); ok {
+			u, d := parseString(v, attr.Expr, "url")
+			if add(d) {
+				if msg := checkURL(u); msg != "" {
+					add(&hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid URL",
+						Detail: fmt.Sprintf("%q is not a usable URL: %s.", u, msg), Subject: attr.Expr.Range().Ptr()})
+				}
+			}
+			spec.URL = u
+		}
+		if attr, v, ok := get("method"); ok {
+			m, d := parseString(v, attr.Expr, "method")
+			if add(d) {
+				m = strings.ToUpper(strings.TrimSpace(m))
+				if !isToken(m) {
+					add(&hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid HTTP method",
+						Detail: fmt.Sprintf("%q is not an HTTP method.", m), Subject: attr.Expr.Range().Ptr()})
+				}
+				spec.Method = m
+			}
+		}
+		if attr, v, ok := get("headers"); ok {
+			h, d := parseStringMap(v, attr.Expr, "headers")
+			if add(d) {
+				for k := range h {
+					if !isToken(k) {
+						add(&hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid header name",
+							Detail: fmt.Sprintf("%q is not a valid HTTP header name.", k), Subject: attr.Expr.Range().Ptr()})
+					}
+				}
+			}
+			spec.Headers = h
+		}
+		if attr, v, ok := get("body"); ok {
+			b, d := parseString(v, attr.Expr, "body")
+			add(d)
+			spec.Body = b
+		}
+		if attr, v, ok := get("expect_status"); ok {
+			l, d := conv(v, cty.List(cty.Number), attr.Expr, "expect_status")
+			if add(d) {
+				for it := l.ElementIterator(); it.Next(); {
+					_, e := it.Element()
+					n, d := parseInt(e, attr.Expr, "expect_status")
+					if add(d) {
+						if n < 100 || n > 599 {
+							add(&hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid HTTP status",
+								Detail: fmt.Sprintf("%d is not an HTTP status (100-599).", n), Subject: attr.Expr.Range().Ptr()})
+						}
+						spec.ExpectStatus = append(spec.ExpectStatus, n)
+					}
+				}
+			}
+		}
+		if attr, v, ok := get("insecure_skip_verify"); ok {
+			b, d := parseBool(v, attr.Expr, "insecure_skip_verify")
+			add(d)
+			spec.InsecureSkipVerify = b
+		}
+		res.HTTP = spec
+	case KindSleep:
+		spec := &SleepSpec{}
+		if attr, v, ok := get("duration"); ok {
+			dur, d := parseDuration(v, attr.Expr, "duration")
+			add(d)
+			spec.Duration = dur
+		}
+		res.Sleep = spec
+	default:
+		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Unknown activity kind",
+			Detail: fmt.Sprintf("Activity %q has no kind to resolve.", a.Name), Subject: r.defRange.Ptr()})
+	}
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	return res, diags
+}
+
+func unknownDiag(attr *hcl.Attribute, missing []string) *hcl.Diagnostic {
+	detail := "This value depends on outputs of upstream activities that are not known yet."
+	if len(missing) > 0 {
+		detail = fmt.Sprintf("This value depends on the outputs of %s, which are not known yet: the activity must succeed before this one can be resolved.",
+			"activity."+strings.Join(missing, ", activity."))
+	}
+	return &hcl.Diagnostic{
+		Severity: hcl.DiagError,
+		Summary:  "Upstream outputs not known",
+		Detail:   detail,
+		Subject:  attr.Expr.Range().Ptr(),
+	}
+}
+
+func checkURL(s string) string {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return err.Error()
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "the scheme must be http or https"
+	case u.Host == "":
+		return "it has no host"
+	}
+	return ""
+}
+
+// isToken reports whether s is an RFC 9110 token (methods, header names).
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if r > 0x7e || r <= ' ' || strings.ContainsRune("\"(),/:;<=>?@[\\]{}", r) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,230 @@
+package config
+
+import (
+	"crypto/sha256"
+	"strings"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/hashicorp/hcl/v2/ext/tryfunc"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+	"github.com/zclconf/go-cty/cty/function"
+	"github.com/zclconf/go-cty/cty/function/stdlib"
+)
+
+// functions returns the functions available in wf expressions, under the
+// names Terraform users already know. A fresh map is built per call so that
+// no caller can mutate another's table.
+func functions() map[string]function.Function {
+	return map[string]function.Function{
+		// numbers
+		"abs":      stdlib.AbsoluteFunc,
+		"ceil":     stdlib.CeilFunc,
+		"floor":    stdlib.FloorFunc,
+		"log":      stdlib.LogFunc,
+		"max":      stdlib.MaxFunc,
+		"min":      stdlib.MinFunc,
+		"parseint": stdlib.ParseIntFunc,
+		"pow":      stdlib.PowFunc,
+		"signum":   stdlib.SignumFunc,
+
+		// strings
+		"chomp":         stdlib.ChompFunc,
+		"endswith":      endsWithFunc,
+		"startswith":    startsWithFunc,
+		"strcontains":   strContainsFunc,
+		"format":        stdlib.FormatFunc,
+		"formatlist":    stdlib.FormatListFunc,
+		"indent":        stdlib.IndentFunc,
+		"join":          stdlib.JoinFunc,
+		"lower":         stdlib.LowerFunc,
+		"regex":         stdlib.RegexFunc,
+		"regexall":      stdlib.RegexAllFunc,
+		"regex_replace": stdlib.RegexReplaceFunc,
+		"replace":       stdlib.ReplaceFunc,
+		"split":         stdlib.SplitFunc,
+		"strlen":        stdlib.StrlenFunc,
+		"strrev":        stdlib.ReverseFunc,
+		"substr":        stdlib.SubstrFunc,
+		"title":         stdlib.TitleFunc,
+		"trim":          stdlib.TrimFunc,
+		"trimprefix":    stdlib.TrimPrefixFunc,
+		"trimspace":     stdlib.TrimSpaceFunc,
+		"trimsuffix":    stdlib.TrimSuffixFunc,
+		"upper":         stdlib.UpperFunc,
+
+		// collections
+		"chunklist":       stdlib.ChunklistFunc,
+		"coalesce":        coalesceFunc,
+		"coalescelist":    stdlib.CoalesceListFunc,
+		"compact":         stdlib.CompactFunc,
+		"concat":          stdlib.ConcatFunc,
+		"contains":        stdlib.ContainsFunc,
+		"distinct":        stdlib.DistinctFunc,
+		"element":         stdlib.ElementFunc,
+		"flatten":         stdlib.FlattenFunc,
+		"keys":            stdlib.KeysFunc,
+		"length":          lengthFunc,
+		"lookup":          stdlib.LookupFunc,
+		"merge":           stdlib.MergeFunc,
+		"range":           stdlib.RangeFunc,
+		"reverse":         stdlib.ReverseListFunc,
+		"setintersection": stdlib.SetIntersectionFunc,
+		"setproduct":      stdlib.SetProductFunc,
+		"setsubtract":     stdlib.SetSubtractFunc,
+		"setunion":        stdlib.SetUnionFunc,
+		"slice":           stdlib.SliceFunc,
+		"sort":            stdlib.SortFunc,
+		"values":          stdlib.ValuesFunc,
+		"zipmap":          stdlib.ZipmapFunc,
+
+		// encoding
+		"base64decode": base64DecodeFunc,
+		"base64encode": base64EncodeFunc,
+		"csvdecode":    stdlib.CSVDecodeFunc,
+		"jsondecode":   stdlib.JSONDecodeFunc,
+		"jsonencode":   stdlib.JSONEncodeFunc,
+		"sha256":       sha256Func,
+
+		// time
+		"formatdate": stdlib.FormatDateFunc,
+		"timeadd":    stdlib.TimeAddFunc,
+
+		// conversion
+		"tobool":   stdlib.MakeToFunc(cty.Bool),
+		"tolist":   stdlib.MakeToFunc(cty.List(cty.DynamicPseudoType)),
+		"tomap":    stdlib.MakeToFunc(cty.Map(cty.DynamicPseudoType)),
+		"tonumber": stdlib.MakeToFunc(cty.Number),
+		"toset":    stdlib.MakeToFunc(cty.Set(cty.DynamicPseudoType)),
+		"tostring": stdlib.MakeToFunc(cty.String),
+
+		// error handling
+		"can": tryfunc.CanFunc,
+		"try": tryfunc.TryFunc,
+	}
+}
+
+// lengthFunc is length() as Terraform has it: collections and strings alike,
+// since users write length(var.name) and expect a character count.
+var lengthFunc = function.New(&function.Spec{
+	Description: "Returns the number of elements of a collection or characters of a string.",
+	Params: []function.Parameter{{
+		Name:             "value",
+		Type:             cty.DynamicPseudoType,
+		AllowDynamicType: true,
+		AllowUnknown:     true,
+	}},
+	Type: func(args []cty.Value) (cty.Type, error) {
+		ty := args[0].Type()
+		switch {
+		case ty == cty.String, ty == cty.DynamicPseudoType,
+			ty.IsListType(), ty.IsMapType(), ty.IsSetType(), ty.IsTupleType(), ty.IsObjectType():
+			return cty.Number, nil
+		}
+		return cty.NilType, fmt.Errorf("argument must be a string, a collection or a structure")
+	},
+	Impl: func(args []cty.Value, retType cty.Type) (cty.Value, error) {
+		v := args[0]
+		if !v.IsKnown() {
+			return cty.UnknownVal(cty.Number), nil
+		}
+		if v.IsNull() {
+			return cty.NilVal, fmt.Errorf("argument must not be null")
+		}
+		switch ty := v.Type(); {
+		case ty == cty.String:
+			return stdlib.Strlen(v)
+		case ty.IsObjectType():
+			return cty.NumberIntVal(int64(len(ty.AttributeTypes()))), nil
+		default:
+			return v.Length(), nil
+		}
+	},
+})
+
+var base64EncodeFunc = function.New(&function.Spec{
+	Description: "Encodes a string with standard base64.",
+	Params:      []function.Parameter{{Name: "str", Type: cty.String}},
+	Type:        function.StaticReturnType(cty.String),
+	Impl: func(args []cty.Value, retType cty.Type) (cty.Value, error) {
+		return cty.StringVal(base64.StdEncoding.EncodeToString([]byte(args[0].AsString()))), nil
+	},
+})
+
+var base64DecodeFunc = function.New(&function.Spec{
+	Description: "Decodes a standard base64 string; the result must be UTF-8.",
+	Params:      []function.Parameter{{Name: "str", Type: cty.String}},
+	Type:        function.StaticReturnType(cty.String),
+	Impl: func(args []cty.Value, retType cty.Type) (cty.Value, error) {
+		b, err := base64.StdEncoding.DecodeString(args[0].AsString())
+		if err != nil {
+			return cty.NilVal, fmt.Errorf("invalid base64: %w", err)
+		}
+		if !utf8.Valid(b) {
+			return cty.NilVal, fmt.Errorf("decoded bytes are not valid UTF-8")
+		}
+		return cty.StringVal(string(b)), nil
+	},
+})
+
+var sha256Func = function.New(&function.Spec{
+	Description: "Returns the hex SHA-256 of a string.",
+	Params:      []function.Parameter{{Name: "str", Type: cty.String}},
+	Type:        function.StaticReturnType(cty.String),
+	Impl: func(args []cty.Value, retType cty.Type) (cty.Value, error) {
+		sum := sha256.Sum256([]byte(args[0].AsString()))
+		return cty.StringVal(hex.EncodeToString(sum[:])), nil
+	},
+})
+
+// coalesceFunc is Terraform's coalesce: the first argument that is neither
+// null nor an empty string (cty's stdlib only skips nulls).
+var coalesceFunc = function.New(&function.Spec{
+	Description: "Returns the first argument that is not null or an empty string.",
+	VarParam: &function.Parameter{
+		Name:             "vals",
+		Type:             cty.DynamicPseudoType,
+		AllowNull:        true,
+		AllowDynamicType: true,
+		AllowUnknown:     true,
+	},
+	Type: func(args []cty.Value) (cty.Type, error) {
+		tys := make([]cty.Type, len(args))
+		for i, a := range args {
+			tys[i] = a.Type()
+		}
+		return stdlib.CoalesceFunc.ReturnType(tys)
+	},
+	Impl: func(args []cty.Value, retType cty.Type) (cty.Value, error) {
+		for _, a := range args {
+			if !a.IsKnown() {
+				return cty.UnknownVal(retType), nil
+			}
+			if a.IsNull() || (a.Type() == cty.String && a.AsString() == "") {
+				continue
+			}
+			return convert.Convert(a, retType)
+		}
+		return cty.NilVal, fmt.Errorf("no non-null, non-empty-string arguments")
+	},
+})
+
+func stringPredicate(desc string, f func(s, sub string) bool) function.Function {
+	return function.New(&function.Spec{
+		Description: desc,
+		Params:      []function.Parameter{{Name: "str", Type: cty.String}, {Name: "substr", Type: cty.String}},
+		Type:        function.StaticReturnType(cty.Bool),
+		Impl: func(args []cty.Value, retType cty.Type) (cty.Value, error) {
+			return cty.BoolVal(f(args[0].AsString(), args[1].AsString())), nil
+		},
+	})
+}
+
+var (
+	startsWithFunc  = stringPredicate("Reports whether str begins with substr.", strings.HasPrefix)
+	endsWithFunc    = stringPredicate("Reports whether str ends with substr.", strings.HasSuffix)
+	strContainsFunc = stringPredicate("Reports whether str contains substr.", strings.Contains)
+)

@@ -1,0 +1,266 @@
+package config
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/function"
+	ctyjson "github.com/zclconf/go-cty/cty/json"
+)
+
+// File name suffixes the loader picks up from a configuration directory.
+const (
+	ConfigSuffix   = ".wf.hcl"
+	AutoVarsSuffix = ".auto.wfvars"
+)
+
+// LoadOptions carries the variable inputs given outside the configuration.
+type LoadOptions struct {
+	// Vars are -var NAME=VALUE options, in command-line order.
+	Vars []string
+	// VarFiles are -var-file paths, in command-line order.
+	VarFiles []string
+	// Env is the process environment as "K=V" entries; WF_VAR_name entries
+	// set variables. It is passed in rather than read so that loading stays
+	// a pure function of its inputs.
+	Env []string
+}
+
+// Load reads every *.wf.hcl and *.auto.wfvars file directly inside dir (in
+// lexical order), evaluates variables, locals, policies, budgets and
+// workflow keys, and validates the whole configuration.
+//
+// The returned Config is never nil. When diags has errors, only Dir and
+// Sources are filled in (so the caller can print the diagnostics with their
+// source lines); everything else is left empty.
+func Load(dir string, opts LoadOptions) (*Config, hcl.Diagnostics) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		abs, _ := filepath.Abs(dir)
+		return &Config{Dir: abs, Sources: map[string][]byte{}}, hcl.Diagnostics{{
+			Severity: hcl.DiagError,
+			Summary:  "Cannot read configuration directory",
+			Detail:   fmt.Sprintf("read configuration directory %s: %v", dir, err),
+		}}
+	}
+	files := make(map[string][]byte)
+	var diags hcl.Diagnostics
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || !(strings.HasSuffix(name, ConfigSuffix) || strings.HasSuffix(name, AutoVarsSuffix)) {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			diags = append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Cannot read configuration file",
+				Detail:   fmt.Sprintf("read %s: %v", filepath.Join(dir, name), err),
+			})
+			continue
+		}
+		files[name] = b
+	}
+	cfg, more := LoadFiles(dir, files, opts)
+	return cfg, append(diags, more...)
+}
+
+// LoadFiles is Load without reading the directory: files maps base names
+// (e.g. "main.wf.hcl", "prod.auto.wfvars") to their contents. -var-file
+// paths are looked up in files first and read from disk otherwise.
+func LoadFiles(dir string, files map[string][]byte, opts LoadOptions) (*Config, hcl.Diagnostics) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		abs = filepath.Clean(dir)
+	}
+	l := &loader{
+		dir:     dir,
+		absDir:  abs,
+		opts:    opts,
+		files:   files,
+		sources: make(map[string][]byte),
+		funcs:   functions(),
+	}
+	cfg := l.load()
+	if l.diags.HasErrors() {
+		return &Config{Dir: abs, Sources: l.sources}, l.diags
+	}
+	return cfg, l.diags
+}
+
+// loader holds the state of one Load call; nothing outlives it except the
+// returned Config and the closures it contains.
+type loader struct {
+	dir    string // as given, for diagnostic filenames
+	absDir string
+	opts   LoadOptions
+	files  map[string][]byte
+
+	sources map[string][]byte
+	diags   hcl.Diagnostics
+	funcs   map[string]function.Function
+
+	configNames []string // *.wf.hcl base names, sorted
+
+	vars      map[string]*variable
+	varVals   map[string]cty.Value
+	locals    map[string]*local
+	localVals map[string]cty.Value
+	policies  map[string]*namedPolicy
+	budgets   map[string]*Budget
+}
+
+var fileSchema = &hcl.BodySchema{
+	Blocks: []hcl.BlockHeaderSchema{
+		{Type: "variable", LabelNames: []string{"name"}},
+		{Type: "locals"},
+		{Type: "retry_budget", LabelNames: []string{"name"}},
+		{Type: "retry_policy", LabelNames: []string{"name"}},
+		{Type: "workflow", LabelNames: []string{"name"}},
+	},
+}
+
+func (l *loader) addDiags(d hcl.Diagnostics) { l.diags = append(l.diags, d...) }
+
+func (l *loader) errorf(subject *hcl.Range, summary, format string, args ...any) {
+	l.diags = append(l.diags, &hcl.Diagnostic{
+		Severity: hcl.DiagError,
+		Summary:  summary,
+		Detail:   fmt.Sprintf(format, args...),
+		Subject:  subject,
+	})
+}
+
+func (l *loader) warnf(subject *hcl.Range, summary, format string, args ...any) {
+	l.diags = append(l.diags, &hcl.Diagnostic{
+		Severity: hcl.DiagWarning,
+		Summary:  summary,
+		Detail:   fmt.Sprintf(format, args...),
+		Subject:  subject,
+	})
+}
+
+// diagName is the filename a file's diagnostics carry.
+func (l *loader) diagName(base string) string { return filepath.Join(l.dir, base) }
+
+func (l *loader) load() *Config {
+	var blocks []*hcl.Block
+	for name := range l.files {
+		if strings.HasSuffix(name, ConfigSuffix) {
+			l.configNames = append(l.configNames, name)
+		}
+	}
+	sort.Strings(l.configNames)
+	for _, name := range l.configNames {
+		fn := l.diagName(name)
+		src := l.files[name]
+		l.sources[fn] = src
+		f, d := hclsyntax.ParseConfig(src, fn, hcl.InitialPos)
+		l.addDiags(d)
+		if d.HasErrors() || f == nil {
+			continue
+		}
+		content, d := f.Body.Content(fileSchema)
+		l.addDiags(d)
+		if content != nil {
+			blocks = append(blocks, content.Blocks...)
+		}
+	}
+
+	byType := map[string][]*hcl.Block{}
+	for _, b := range blocks {
+		if len(b.Labels) > 0 && !hclsyntax.ValidIdentifier(b.Labels[0]) {
+			l.errorf(b.LabelRanges[0].Ptr(), "Invalid name",
+				"%q is not a valid %s name: a name must start with a letter or underscore and contain only letters, digits, underscores and dashes.",
+				b.Labels[0], b.Type)
+			continue
+		}
+		byType[b.Type] = append(byType[b.Type], b)
+	}
+
+	l.loadVariables(byType["variable"])
+	l.loadLocals(byType["locals"])
+	l.loadBudgets(byType["retry_budget"])
+	l.loadPolicies(byType["retry_policy"])
+	workflows := l.loadWorkflows(byType["workflow"])
+
+	cfg := &Config{
+		Dir:       l.absDir,
+		Sources:   l.sources,
+		Variables: l.varVals,
+		Locals:    l.localVals,
+		Policies:  make(map[string]*Policy, len(l.policies)),
+		Budgets:   l.budgets,
+		Workflows: workflows,
+	}
+	for name, p := range l.policies {
+		cfg.Policies[name] = &Policy{Name: name, Rule: p.rule, DeclRange: p.declRange}
+	}
+	if !l.diags.HasErrors() {
+		h, err := l.hash()
+		if err != nil {
+			l.errorf(nil, "Cannot hash configuration", "%v", err)
+		}
+		cfg.Hash = h
+	}
+	return cfg
+}
+
+// hash covers the configuration files by base name (so the same directory
+// reached through different relative paths hashes alike) and the final
+// variable values, which is everything a plan depends on.
+func (l *loader) hash() (string, error) {
+	h := sha256.New()
+	for _, name := range l.configNames {
+		fmt.Fprintf(h, "file %q %d\n", name, len(l.files[name]))
+		h.Write(l.files[name])
+	}
+	names := make([]string, 0, len(l.varVals))
+	for n := range l.varVals {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		v := l.varVals[n]
+		ty, err := ctyjson.MarshalType(v.Type())
+		if err != nil {
+			return "", fmt.Errorf("hash variable %s: %w", n, err)
+		}
+		val, err := ctyjson.Marshal(v, v.Type())
+		if err != nil {
+			return "", fmt.Errorf("hash variable %s: %w", n, err)
+		}
+		fmt.Fprintf(h, "var %q %s %s\n", n, ty, val)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// staticVars is the variable scope of everything evaluated at load time.
+func (l *loader) staticVars() map[string]cty.Value {
+	return map[string]cty.Value{
+		"var":   cty.ObjectVal(l.varVals),
+		"local": cty.ObjectVal(l.localVals),
+	}
+}
+
+func (l *loader) staticCtx() *hcl.EvalContext {
+	return &hcl.EvalContext{Variables: l.staticVars(), Functions: l.funcs}
+}
+
+// duplicate reports a second declaration of name, pointing at the first.
+func (l *loader) duplicate(kind, name string, at, first hcl.Range) {
+	article := "A"
+	if strings.ContainsRune("aeiou", rune(kind[0])) {
+		article = "An"
+	}
+	l.errorf(at.Ptr(), "Duplicate "+kind,
+		"%s %s named %q was already declared at %s. Names must be unique.", article, kind, name, first.String())
+}

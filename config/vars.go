@@ -1,0 +1,257 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/ext/typeexpr"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+)
+
+// envVarPrefix marks environment variables that set input variables.
+const envVarPrefix = "WF_VAR_"
+
+type variable struct {
+	name       string
+	ty         cty.Type
+	defaults   *typeexpr.Defaults
+	hasDefault bool
+	def        cty.Value
+	declRange  hcl.Range
+	// failed is set when the declaration itself is broken; its value is
+	// then unknown so that uses of it do not pile up more diagnostics.
+	failed bool
+}
+
+var variableSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "type"},
+		{Name: "default"},
+		{Name: "description"},
+	},
+}
+
+// noRefs is the scope of values that must be literal: defaults and
+// variable files (like Terraform, they cannot refer to anything).
+var noRefs = scope{where: "a variable value", noLocals: true, literal: true}
+
+func (l *loader) loadVariables(blocks []*hcl.Block) {
+	l.vars = make(map[string]*variable)
+	l.varVals = make(map[string]cty.Value)
+	var order []*variable
+	for _, b := range blocks {
+		name := b.Labels[0]
+		if prev, dup := l.vars[name]; dup {
+			l.duplicate("variable", name, b.DefRange, prev.declRange)
+			continue
+		}
+		v := &variable{name: name, ty: cty.DynamicPseudoType, declRange: b.DefRange}
+		l.vars[name] = v
+		order = append(order, v)
+		content, d := b.Body.Content(variableSchema)
+		l.addDiags(d)
+		if d.HasErrors() {
+			v.failed = true
+			continue
+		}
+		if a, ok := content.Attributes["type"]; ok {
+			ty, defs, d := typeexpr.TypeConstraintWithDefaults(a.Expr)
+			l.addDiags(d)
+			if d.HasErrors() {
+				v.failed = true
+				continue
+			}
+			v.ty, v.defaults = ty, defs
+		}
+		if a, ok := content.Attributes["description"]; ok {
+			if val, ok := l.literal(a.Expr); ok {
+				if _, d := conv(val, cty.String, a.Expr, "description"); d != nil {
+					l.addDiags(hcl.Diagnostics{d})
+				}
+			}
+		}
+		if a, ok := content.Attributes["default"]; ok {
+			val, ok := l.literal(a.Expr)
+			if !ok {
+				v.failed = true
+				continue
+			}
+			val, ok = l.convertVar(v, val, a.Expr.Range(), "the default value")
+			if !ok {
+				v.failed = true
+				continue
+			}
+			v.hasDefault, v.def = true, val
+		}
+	}
+
+	// Later sources win: environment, *.auto.wfvars, -var-file, -var.
+	set := make(map[string]cty.Value)
+	l.varsFromEnv(set)
+	var autos []string
+	for name := range l.files {
+		if strings.HasSuffix(name, AutoVarsSuffix) {
+			autos = append(autos, name)
+		}
+	}
+	sort.Strings(autos)
+	for _, name := range autos {
+		l.varsFromFile(l.diagName(name), l.files[name], set)
+	}
+	for _, path := range l.opts.VarFiles {
+		src, ok := l.files[path]
+		if !ok {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				l.errorf(nil, "Cannot read variable file", "read -var-file %s: %v", path, err)
+				continue
+			}
+			src = b
+		}
+		l.varsFromFile(path, src, set)
+	}
+	l.varsFromFlags(set)
+
+	for _, v := range order {
+		name := v.name
+		switch val, given := set[name]; {
+		case v.failed:
+			l.varVals[name] = cty.DynamicVal
+		case given:
+			l.varVals[name] = val
+		case v.hasDefault:
+			l.varVals[name] = v.def
+		default:
+			l.errorf(v.declRange.Ptr(), "No value for required variable",
+				"The variable %q has no default, so a value must be given with -var, -var-file, a *.auto.wfvars file or the %s%s environment variable.",
+				name, envVarPrefix, name)
+			l.varVals[name] = cty.DynamicVal
+		}
+	}
+}
+
+// literal evaluates an expression that may not refer to anything.
+func (l *loader) literal(expr hcl.Expression) (cty.Value, bool) {
+	if _, ok := l.checkRefs(expr, noRefs); !ok {
+		return cty.DynamicVal, false
+	}
+	v, d := expr.Value(nil)
+	l.addDiags(d)
+	return v, !d.HasErrors()
+}
+
+// convertVar applies v's type constraint (and its optional-attribute
+// defaults) to val.
+func (l *loader) convertVar(v *variable, val cty.Value, rng hcl.Range, what string) (cty.Value, bool) {
+	if v.defaults != nil {
+		val = v.defaults.Apply(val)
+	}
+	out, err := convert.Convert(val, v.ty)
+	if err != nil {
+		l.errorf(&rng, "Invalid value for variable",
+			"%s of variable %q does not match its type %s: %s.", capitalize(what), v.name, typeexpr.TypeString(v.ty), convertMsg(err))
+		return cty.DynamicVal, false
+	}
+	return out, true
+}
+
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// rawValue turns a value given as a bare string (-var, WF_VAR_) into a value
+// of the variable's type: taken literally for string (and untyped)
+// variables, parsed as an HCL expression otherwise, as Terraform does.
+func (l *loader) rawValue(v *variable, raw, filename string, set map[string]cty.Value) {
+	if v.failed {
+		return
+	}
+	if v.ty == cty.String || v.ty == cty.DynamicPseudoType {
+		set[v.name] = cty.StringVal(raw)
+		return
+	}
+	l.sources[filename] = []byte(raw)
+	expr, d := hclsyntax.ParseExpression([]byte(raw), filename, hcl.InitialPos)
+	l.addDiags(d)
+	if d.HasErrors() {
+		return
+	}
+	val, ok := l.literal(expr)
+	if !ok {
+		return
+	}
+	if val, ok = l.convertVar(v, val, expr.Range(), "the value"); ok {
+		set[v.name] = val
+	}
+}
+
+func (l *loader) varsFromEnv(set map[string]cty.Value) {
+	for _, kv := range l.opts.Env {
+		k, val, found := strings.Cut(kv, "=")
+		if !found || !strings.HasPrefix(k, envVarPrefix) {
+			continue
+		}
+		// An undeclared WF_VAR_ is ignored: the environment is shared with
+		// other configurations, so it is not this one's mistake.
+		if v, ok := l.vars[strings.TrimPrefix(k, envVarPrefix)]; ok {
+			l.rawValue(v, val, fmt.Sprintf("<value for var.%s from %s>", v.name, k), set)
+		}
+	}
+}
+
+func (l *loader) varsFromFlags(set map[string]cty.Value) {
+	for _, kv := range l.opts.Vars {
+		name, val, found := strings.Cut(kv, "=")
+		name = strings.TrimSpace(name)
+		if !found || name == "" {
+			l.errorf(nil, "Invalid -var option",
+				"The given -var option %q is not correctly specified. It must be NAME=VALUE.", kv)
+			continue
+		}
+		v, ok := l.vars[name]
+		if !ok {
+			l.errorf(nil, "Value for undeclared variable",
+				"A variable named %q was assigned with -var, but it is not declared. Declare it with a variable %q block.", name, name)
+			continue
+		}
+		l.rawValue(v, val, fmt.Sprintf("<value for var.%s>", name), set)
+	}
+}
+
+func (l *loader) varsFromFile(filename string, src []byte, set map[string]cty.Value) {
+	l.sources[filename] = src
+	f, d := hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
+	l.addDiags(d)
+	if d.HasErrors() || f == nil {
+		return
+	}
+	attrs, d := f.Body.JustAttributes()
+	l.addDiags(d)
+	for _, a := range sortedAttrs(attrs) {
+		v, ok := l.vars[a.Name]
+		if !ok {
+			l.warnf(a.NameRange.Ptr(), "Value for undeclared variable",
+				"The file %s assigns variable %q, which is not declared, so the value is ignored.", filepath.Base(filename), a.Name)
+			continue
+		}
+		if v.failed {
+			continue
+		}
+		val, ok := l.literal(a.Expr)
+		if !ok {
+			continue
+		}
+		if val, ok = l.convertVar(v, val, a.Expr.Range(), "the value"); ok {
+			set[v.name] = val
+		}
+	}
+}

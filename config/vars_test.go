@@ -1,0 +1,158 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/zclconf/go-cty/cty"
+)
+
+const varsSrc = `
+variable "region" {
+  type    = string
+  default = "default"
+}
+variable "count" {
+  type    = number
+  default = 1
+}
+variable "tags" {
+  type    = list(string)
+  default = []
+}
+variable "any" {
+  default = "x"
+}
+`
+
+func TestVariablePrecedence(t *testing.T) {
+	dir := t.TempDir()
+	varFile := filepath.Join(dir, "one.wfvars")
+	varFile2 := filepath.Join(dir, "two.wfvars")
+	if err := os.WriteFile(varFile, []byte("region = \"file1\"\ncount = 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(varFile2, []byte("region = \"file2\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		opts   LoadOptions
+		auto   string
+		region string
+		count  int64
+	}{
+		{name: "defaults", region: "default", count: 1},
+		{name: "env", opts: LoadOptions{Env: []string{"WF_VAR_region=env", "WF_VAR_count=7", "OTHER=1"}}, region: "env", count: 7},
+		{name: "auto beats env", opts: LoadOptions{Env: []string{"WF_VAR_region=env"}}, auto: "region = \"auto\"\n", region: "auto", count: 1},
+		{name: "var-file beats auto", opts: LoadOptions{VarFiles: []string{varFile}}, auto: "region = \"auto\"\ncount = 2\n", region: "file1", count: 3},
+		{name: "later var-file wins", opts: LoadOptions{VarFiles: []string{varFile, varFile2}}, region: "file2", count: 3},
+		{name: "-var beats var-file", opts: LoadOptions{VarFiles: []string{varFile}, Vars: []string{"region=flag"}}, region: "flag", count: 3},
+		{name: "later -var wins", opts: LoadOptions{Vars: []string{"region=a", "region=b", "count=12"}}, region: "b", count: 12},
+		{name: "-var value with equals", opts: LoadOptions{Vars: []string{"region=a=b"}}, region: "a=b", count: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var extra []string
+			if tt.auto != "" {
+				extra = []string{"x.auto.wfvars", tt.auto}
+			}
+			cfg := mustLoad(t, varsSrc, tt.opts, extra...)
+			if got := cfg.Variables["region"].AsString(); got != tt.region {
+				t.Errorf("region = %q, want %q", got, tt.region)
+			}
+			n, _ := cfg.Variables["count"].AsBigFloat().Int64()
+			if n != tt.count {
+				t.Errorf("count = %d, want %d", n, tt.count)
+			}
+		})
+	}
+}
+
+func TestVariableTypes(t *testing.T) {
+	cfg := mustLoad(t, varsSrc, LoadOptions{Vars: []string{`tags=["a", "b"]`, "any=[1]", "region=[1]"}})
+	if got := cfg.Variables["tags"]; !got.RawEquals(cty.ListVal([]cty.Value{cty.StringVal("a"), cty.StringVal("b")})) {
+		t.Errorf("tags = %#v", got)
+	}
+	// Strings and untyped variables are taken literally, as in Terraform.
+	if got := cfg.Variables["any"]; !got.RawEquals(cty.StringVal("[1]")) {
+		t.Errorf("any = %#v", got)
+	}
+	if got := cfg.Variables["region"]; !got.RawEquals(cty.StringVal("[1]")) {
+		t.Errorf("region = %#v", got)
+	}
+
+	tests := []struct {
+		name    string
+		opts    LoadOptions
+		auto    string
+		summary string
+		detail  string
+	}{
+		{name: "number from -var", opts: LoadOptions{Vars: []string{"count=abc"}}, summary: "Variables not allowed"},
+		{name: "number from env", opts: LoadOptions{Env: []string{`WF_VAR_count="abc"`}}, summary: "Invalid value for variable",
+			detail: `The value of variable "count" does not match its type number: a number is required.`},
+		{name: "list from file", auto: "tags = \"solo\"\n", summary: "Invalid value for variable",
+			detail: `The value of variable "tags" does not match its type list(string): list of string required, but have string.`},
+		{name: "syntax error in -var", opts: LoadOptions{Vars: []string{"tags=[1,"}}, summary: "Missing expression"},
+		{name: "undeclared -var", opts: LoadOptions{Vars: []string{"nope=1"}}, summary: "Value for undeclared variable",
+			detail: `A variable named "nope" was assigned with -var, but it is not declared. Declare it with a variable "nope" block.`},
+		{name: "malformed -var", opts: LoadOptions{Vars: []string{"justname"}}, summary: "Invalid -var option",
+			detail: `The given -var option "justname" is not correctly specified. It must be NAME=VALUE.`},
+		{name: "missing var-file", opts: LoadOptions{VarFiles: []string{"/nonexistent/x.wfvars"}}, summary: "Cannot read variable file"},
+		{name: "reference in var file", auto: "region = var.count\n", summary: "Variables not allowed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var extra []string
+			if tt.auto != "" {
+				extra = []string{"x.auto.wfvars", tt.auto}
+			}
+			_, diags := load(t, varsSrc, tt.opts, extra...)
+			errs := errorsOf(diags)
+			if len(errs) == 0 {
+				t.Fatalf("want an error, got %v", diags)
+			}
+			if errs[0].Summary != tt.summary {
+				t.Errorf("summary = %q, want %q (%v)", errs[0].Summary, tt.summary, errs)
+			}
+			if tt.detail != "" && errs[0].Detail != tt.detail {
+				t.Errorf("detail = %q, want %q", errs[0].Detail, tt.detail)
+			}
+		})
+	}
+}
+
+func TestUndeclaredInFileIsWarning(t *testing.T) {
+	cfg, diags := load(t, varsSrc, LoadOptions{Env: []string{"WF_VAR_unused=1"}}, "x.auto.wfvars", "region = \"r\"\n\nzone = \"z\"\n")
+	if diags.HasErrors() {
+		t.Fatalf("errors: %v", diags)
+	}
+	ws := warningsOf(diags)
+	if len(ws) != 1 || ws[0].Summary != "Value for undeclared variable" {
+		t.Fatalf("warnings = %v", ws)
+	}
+	if s := ws[0].Subject; s.Filename != "cfg/x.auto.wfvars" || s.Start.Line != 3 || s.Start.Column != 1 {
+		t.Errorf("subject = %v", s)
+	}
+	if cfg.Variables["region"].AsString() != "r" {
+		t.Errorf("region = %v", cfg.Variables["region"])
+	}
+}
+
+func TestHashChangesWithVariables(t *testing.T) {
+	a := mustLoad(t, varsSrc, LoadOptions{})
+	b := mustLoad(t, varsSrc, LoadOptions{})
+	c := mustLoad(t, varsSrc, LoadOptions{Vars: []string{"region=other"}})
+	d := mustLoad(t, varsSrc+"\n", LoadOptions{})
+	if a.Hash == "" || a.Hash != b.Hash {
+		t.Errorf("hash not stable: %q vs %q", a.Hash, b.Hash)
+	}
+	if a.Hash == c.Hash {
+		t.Error("hash ignores variable values")
+	}
+	if a.Hash == d.Hash {
+		t.Error("hash ignores file contents")
+	}
+}

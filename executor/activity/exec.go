@@ -1,0 +1,439 @@
+package activity
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/wf-engine/wf/config"
+)
+
+// defaultPATH is searched when the activity's environment has no PATH, as
+// execvp does, so that an activity with a scrubbed environment can still run
+// `true` or `sh`.
+const defaultPATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// execOutputs is the outputs object of an exec attempt. Result marshals as
+// null when nil.
+type execOutputs struct {
+	Stdout   string          `json:"stdout"`
+	Stderr   string          `json:"stderr"`
+	ExitCode int             `json:"exit_code"`
+	Result   json.RawMessage `json:"result"`
+}
+
+// runExec runs one exec attempt. The process gets its own process group so
+// that a timeout or cancellation kills everything it spawned, not just the
+// direct child.
+func (r *Runner) runExec(ctx context.Context, req Request) (any, *Failure) {
+	spec := req.Spec.Exec
+	out := &execOutputs{ExitCode: -1}
+
+	argv, err := execArgv(spec)
+	if err != nil {
+		return out, &Failure{Type: TypeInvalidSpec, Message: err.Error(), NonRetryable: true}
+	}
+
+	// A fresh directory per attempt: a file left behind by attempt n must
+	// never be read as the output of attempt n+1.
+	tmp, err := os.MkdirTemp(r.tempDir, "wf-attempt-*")
+	if err != nil {
+		return out, &Failure{Type: TypeExecStart, Message: fmt.Sprintf("create attempt directory: %v", err)}
+	}
+	defer os.RemoveAll(tmp)
+	outputFile := filepath.Join(tmp, "output.json")
+	errorFile := filepath.Join(tmp, "error.json")
+	for _, p := range []string{outputFile, errorFile} {
+		if err := os.WriteFile(p, nil, 0o600); err != nil {
+			return out, &Failure{Type: TypeExecStart, Message: fmt.Sprintf("create %s: %v", filepath.Base(p), err)}
+		}
+	}
+
+	// The child's chdir error is indistinguishable from a missing program
+	// (both ENOENT), so the directory is checked first.
+	if spec.Dir != "" {
+		if fi, err := os.Stat(spec.Dir); err != nil {
+			return out, &Failure{Type: TypeExecStart, Message: fmt.Sprintf("working directory: %v", err)}
+		} else if !fi.IsDir() {
+			return out, &Failure{Type: TypeExecStart, Message: fmt.Sprintf("working directory %s is not a directory", spec.Dir)}
+		}
+	}
+
+	env := r.execEnv(req, spec, outputFile, errorFile)
+	path, err := lookPath(argv[0], envValue(env, "PATH"), spec.Dir)
+	if err != nil {
+		return out, &Failure{Type: TypeExecNotFound, Message: err.Error()}
+	}
+
+	actx, cancel := attemptContext(ctx, req.Timeout)
+	defer cancel()
+
+	stdout, stderr := newCapBuffer(r.maxOutput), newCapBuffer(r.maxOutput)
+	cmd := exec.CommandContext(actx, path)
+	cmd.Args = argv
+	cmd.Env = env
+	cmd.Dir = spec.Dir
+	cmd.Stdout = stdout
+	cmd.Stderr = stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return killGroup(cmd.Process.Pid) }
+	// Without WaitDelay a grandchild that inherited stdout would keep Wait
+	// blocked until it exits, even after the leader is gone.
+	cmd.WaitDelay = r.waitDelay
+
+	if err := cmd.Start(); err != nil {
+		return out, startFailure(argv[0], err)
+	}
+	waitErr := cmd.Wait()
+
+	out.Stdout = string(stdout.Bytes())
+	out.Stderr = string(stderr.Bytes())
+	state := cmd.ProcessState
+	if state == nil {
+		return out, &Failure{Type: TypeExecStart, Message: fmt.Sprintf("wait for %s: %v", argv[0], waitErr)}
+	}
+	out.ExitCode = state.ExitCode()
+	notes := joinNotes(stdout.truncationNote("stdout"), stderr.truncationNote("stderr"))
+
+	fileResult, fileErr := readOutputFile(outputFile, r.maxOutput)
+	if fileErr == nil && fileResult == nil {
+		out.Result = parseJSONResult(stdout.Bytes(), stdout.Truncated())
+	} else {
+		out.Result = fileResult
+	}
+
+	// Exit 0 is success whatever else happened: the timeout may have fired
+	// just after the process finished, and an error file written by a
+	// process that then succeeded is not an error.
+	if state.Success() {
+		if fileErr != nil {
+			typ := TypeOutputInvalidJSON
+			if errors.Is(fileErr, errTooLarge) {
+				typ = TypeOutputTooLarge
+			}
+			return out, &Failure{Type: typ, Message: joinNotes(fileErr.Error(), notes), NonRetryable: true}
+		}
+		return out, nil
+	}
+
+	tail := stderr.Tail()
+	switch {
+	case ctx.Err() != nil:
+		return out, &Failure{Type: TypeInterrupted, Message: joinNotes("cancelled while running; process group killed", stderrNote(tail), notes)}
+	case errors.Is(actx.Err(), context.DeadlineExceeded):
+		return out, &Failure{Type: TypeTimeout, Message: joinNotes(fmt.Sprintf("timed out after %s; process group killed", req.Timeout), stderrNote(tail), notes)}
+	}
+
+	ws, _ := state.Sys().(syscall.WaitStatus)
+	if ws.Signaled() {
+		name := signalName(ws.Signal())
+		return out, &Failure{Type: "signal:" + name, Message: joinNotes("killed by "+name, stderrNote(tail), notes)}
+	}
+
+	code := state.ExitCode()
+	msg := tail
+	if msg == "" {
+		msg = "exit status " + strconv.Itoa(code)
+	}
+	ef, efErr := readErrorFile(errorFile, r.maxOutput)
+	switch {
+	case efErr != nil:
+		return out, &Failure{Type: "exit:" + strconv.Itoa(code), Message: joinNotes(msg, "ignored malformed $WF_ERROR_FILE: "+efErr.Error(), notes)}
+	case ef != nil:
+		ef.Message = joinNotes(ef.Message, notes)
+		return out, ef
+	}
+	return out, &Failure{Type: "exit:" + strconv.Itoa(code), Message: joinNotes(msg, notes)}
+}
+
+// execArgv is the argv of the process: Command as is, or Script through
+// /bin/sh -c.
+func execArgv(spec *config.ExecSpec) ([]string, error) {
+	switch {
+	case len(spec.Command) > 0 && spec.Script != "":
+		return nil, errors.New("exec has both command and script")
+	case len(spec.Command) > 0:
+		if spec.Command[0] == "" {
+			return nil, errors.New("exec command has an empty program name")
+		}
+		return append([]string(nil), spec.Command...), nil
+	case spec.Script != "":
+		return []string{"/bin/sh", "-c", spec.Script}, nil
+	}
+	return nil, errors.New("exec has neither command nor script")
+}
+
+// execEnv builds the process environment: the base environment, then the
+// activity's env (sorted, so the result is deterministic), then the WF_*
+// variables. os/exec keeps the last value of a duplicated name, so the WF_*
+// variables cannot be overridden by accident.
+func (r *Runner) execEnv(req Request, spec *config.ExecSpec, outputFile, errorFile string) []string {
+	env := make([]string, 0, len(r.baseEnv)+len(spec.Env)+7)
+	env = append(env, r.baseEnv...)
+	keys := make([]string, 0, len(spec.Env))
+	for k := range spec.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		env = append(env, k+"="+spec.Env[k])
+	}
+	return append(env,
+		"WF_IDEMPOTENCY_KEY="+req.IdempotencyKey,
+		"WF_ATTEMPT="+strconv.Itoa(req.Attempt),
+		"WF_WORKFLOW="+req.Workflow,
+		"WF_INSTANCE="+req.Instance,
+		"WF_ACTIVITY="+req.Activity,
+		"WF_OUTPUT_FILE="+outputFile,
+		"WF_ERROR_FILE="+errorFile,
+	)
+}
+
+// envValue returns the last value of name in env, as the process will see
+// it, and "" when unset.
+func envValue(env []string, name string) string {
+	prefix := name + "="
+	for i := len(env) - 1; i >= 0; i-- {
+		if strings.HasPrefix(env[i], prefix) {
+			return env[i][len(prefix):]
+		}
+	}
+	return ""
+}
+
+// lookPath finds the program the way the activity would: a name with a slash
+// is relative to the working directory dir, a bare name is searched in the
+// activity's own PATH (not wf's), whose relative entries are also relative
+// to dir.
+func lookPath(name, pathEnv, dir string) (string, error) {
+	if strings.Contains(name, "/") {
+		p := name
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		if err := checkExecutable(p); err != nil {
+			return "", fmt.Errorf("command %q: %w", name, err)
+		}
+		return p, nil
+	}
+	if pathEnv == "" {
+		pathEnv = defaultPATH
+	}
+	for _, d := range filepath.SplitList(pathEnv) {
+		if d == "" {
+			d = "."
+		}
+		if !filepath.IsAbs(d) {
+			d = filepath.Join(dir, d)
+		}
+		p := filepath.Join(d, name)
+		if checkExecutable(p) == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("command %q not found in PATH", name)
+}
+
+func checkExecutable(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	switch {
+	case fi.IsDir():
+		return fmt.Errorf("%s is a directory", path)
+	case fi.Mode().Perm()&0o111 == 0:
+		return fmt.Errorf("%s is not executable", path)
+	}
+	return nil
+}
+
+// startFailure types an error from cmd.Start.
+func startFailure(name string, err error) *Failure {
+	for _, errno := range []syscall.Errno{syscall.ENOENT, syscall.EACCES, syscall.ENOEXEC, syscall.ENOTDIR, syscall.EISDIR} {
+		if errors.Is(err, errno) {
+			return &Failure{Type: TypeExecNotFound, Message: fmt.Sprintf("start %s: %v", name, err)}
+		}
+	}
+	return &Failure{Type: TypeExecStart, Message: fmt.Sprintf("start %s: %v", name, err)}
+}
+
+// killGroup SIGKILLs the process group led by pid. A group that is already
+// gone is not an error.
+func killGroup(pid int) error {
+	err := syscall.Kill(-pid, syscall.SIGKILL)
+	if errors.Is(err, syscall.ESRCH) {
+		return os.ErrProcessDone
+	}
+	return err
+}
+
+func stderrNote(tail string) string {
+	if tail == "" {
+		return ""
+	}
+	return "stderr: " + tail
+}
+
+// readOutputFile returns the JSON in $WF_OUTPUT_FILE, nil when the activity
+// left it empty, or an error when it is invalid or too large.
+func readOutputFile(path string, max int64) (json.RawMessage, error) {
+	b, err := readCapped(path, max)
+	if err != nil {
+		if errors.Is(err, errTooLarge) {
+			return nil, fmt.Errorf("$WF_OUTPUT_FILE: %w", errTooLarge)
+		}
+		return nil, fmt.Errorf("$WF_OUTPUT_FILE: %w", err)
+	}
+	b = trimSpace(b)
+	if len(b) == 0 {
+		return nil, nil
+	}
+	if !json.Valid(b) {
+		var v any
+		err := json.Unmarshal(b, &v)
+		return nil, fmt.Errorf("$WF_OUTPUT_FILE is not valid JSON: %v", err)
+	}
+	return json.RawMessage(b), nil
+}
+
+// errorFileDoc is what an activity may write to $WF_ERROR_FILE.
+type errorFileDoc struct {
+	Type         string          `json:"type"`
+	Message      string          `json:"message"`
+	NonRetryable bool            `json:"non_retryable"`
+	RetryAfter   json.RawMessage `json:"retry_after"`
+}
+
+// readErrorFile returns the failure described by $WF_ERROR_FILE, nil when
+// the activity left it empty, or an error when it is malformed. retry_after
+// is a Go duration string ("5s") or a number of seconds.
+func readErrorFile(path string, max int64) (*Failure, error) {
+	b, err := readCapped(path, max)
+	if err != nil {
+		return nil, err
+	}
+	b = trimSpace(b)
+	if len(b) == 0 {
+		return nil, nil
+	}
+	var doc errorFileDoc
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&doc); err != nil {
+		return nil, fmt.Errorf("decode: %v", err)
+	}
+	if dec.More() {
+		return nil, errors.New("decode: trailing data after the JSON object")
+	}
+	if strings.TrimSpace(doc.Type) == "" {
+		return nil, errors.New(`"type" is missing or empty`)
+	}
+	f := &Failure{Type: doc.Type, Message: doc.Message, NonRetryable: doc.NonRetryable}
+	if ra := trimSpace(doc.RetryAfter); len(ra) > 0 && string(ra) != "null" {
+		d, err := parseRetryAfterField(ra)
+		if err != nil {
+			return nil, err
+		}
+		f.RetryAfter, f.HasRetryAfter = d, true
+	}
+	return f, nil
+}
+
+func parseRetryAfterField(raw json.RawMessage) (time.Duration, error) {
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return 0, fmt.Errorf(`"retry_after": %v`, err)
+		}
+		if d < 0 {
+			return 0, fmt.Errorf(`"retry_after" %q is negative`, s)
+		}
+		return d, nil
+	}
+	var secs float64
+	if err := json.Unmarshal(raw, &secs); err != nil {
+		return 0, fmt.Errorf(`"retry_after" must be a duration string like "5s" or a number of seconds, got %s`, raw)
+	}
+	if secs < 0 || secs > float64(1<<62)/float64(time.Second) {
+		return 0, fmt.Errorf(`"retry_after" %v is out of range`, secs)
+	}
+	return time.Duration(secs * float64(time.Second)), nil
+}
+
+// signalName is the conventional name of sig ("SIGTERM"), or SIG<number>
+// for one without a portable name (real-time signals). syscall.Signal's
+// String gives descriptions such as "killed", which make poor error types.
+func signalName(sig syscall.Signal) string {
+	switch sig {
+	case syscall.SIGABRT:
+		return "SIGABRT"
+	case syscall.SIGALRM:
+		return "SIGALRM"
+	case syscall.SIGBUS:
+		return "SIGBUS"
+	case syscall.SIGCHLD:
+		return "SIGCHLD"
+	case syscall.SIGCONT:
+		return "SIGCONT"
+	case syscall.SIGFPE:
+		return "SIGFPE"
+	case syscall.SIGHUP:
+		return "SIGHUP"
+	case syscall.SIGILL:
+		return "SIGILL"
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGIO:
+		return "SIGIO"
+	case syscall.SIGKILL:
+		return "SIGKILL"
+	case syscall.SIGPIPE:
+		return "SIGPIPE"
+	case syscall.SIGPROF:
+		return "SIGPROF"
+	case syscall.SIGQUIT:
+		return "SIGQUIT"
+	case syscall.SIGSEGV:
+		return "SIGSEGV"
+	case syscall.SIGSTOP:
+		return "SIGSTOP"
+	case syscall.SIGSYS:
+		return "SIGSYS"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGTRAP:
+		return "SIGTRAP"
+	case syscall.SIGTSTP:
+		return "SIGTSTP"
+	case syscall.SIGTTIN:
+		return "SIGTTIN"
+	case syscall.SIGTTOU:
+		return "SIGTTOU"
+	case syscall.SIGURG:
+		return "SIGURG"
+	case syscall.SIGUSR1:
+		return "SIGUSR1"
+	case syscall.SIGUSR2:
+		return "SIGUSR2"
+	case syscall.SIGVTALRM:
+		return "SIGVTALRM"
+	case syscall.SIGWINCH:
+		return "SIGWINCH"
+	case syscall.SIGXCPU:
+		return "SIGXCPU"
+	case syscall.SIGXFSZ:
+		return "SIGXFSZ"
+	}
+	return "SIG" + strconv.Itoa(int(sig))
+}

@@ -1,0 +1,72 @@
+// Package wf_test guards the import rules of docs/architecture.md: the pure
+// packages must never grow a dependency on I/O-heavy layers.
+package wf_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/wf-engine/wf"
+
+// deps lists every package pkg imports, directly or not.
+func deps(t *testing.T, pkg string) []string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-deps", module+"/"+pkg).Output()
+	if err != nil {
+		var stderr string
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		t.Fatalf("go list -deps %s: %v\n%s", pkg, err, stderr)
+	}
+	return strings.Fields(string(out))
+}
+
+func TestLayering(t *testing.T) {
+	const (
+		badger = "github.com/dgraph-io/badger"
+		tea    = "charm.land/"
+		tui    = module + "/tui"
+		state  = module + "/statefile"
+	)
+	tests := []struct {
+		pkg       string
+		forbidden []string // import path prefixes
+		// ownAllowed limits imports from this module to these packages
+		// (nil: any, except the forbidden ones).
+		ownAllowed []string
+	}{
+		{pkg: "retry", ownAllowed: []string{module + "/retry"}},
+		{pkg: "config", forbidden: []string{badger, tea, tui, state, module + "/executor", module + "/planner"}},
+		{pkg: "planner", forbidden: []string{badger, tea, tui, module + "/executor"}},
+		{pkg: "statefile/record", forbidden: []string{badger, tea, tui}},
+		{pkg: "executor/event", forbidden: []string{badger, tea, tui, state, module + "/config"}},
+		{pkg: "executor/core", forbidden: []string{badger, tea, tui, state + "$", module + "/executor/activity", "net/http", "os/exec"}},
+		{pkg: "executor", forbidden: []string{tea, tui, module + "/planner"}},
+		{pkg: "tui", forbidden: []string{badger, state, module + "/executor/core", module + "/config"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.pkg, func(t *testing.T) {
+			for _, d := range deps(t, tt.pkg) {
+				for _, f := range tt.forbidden {
+					exact := strings.HasSuffix(f, "$")
+					f = strings.TrimSuffix(f, "$")
+					if (exact && d == f) || (!exact && strings.HasPrefix(d, f)) {
+						t.Errorf("%s imports %s, which the layering forbids", tt.pkg, d)
+					}
+				}
+				if tt.ownAllowed != nil && strings.HasPrefix(d, module+"/") {
+					ok := false
+					for _, a := range tt.ownAllowed {
+						ok = ok || d == a
+					}
+					if !ok {
+						t.Errorf("%s imports %s; it may import nothing of ours", tt.pkg, d)
+					}
+				}
+			}
+		})
+	}
+}

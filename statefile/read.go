@@ -1,0 +1,257 @@
+package statefile
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"runtime"
+	"sort"
+	"sync"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/wf-engine/wf/statefile/record"
+)
+
+// read runs fn in a read transaction unless the store is closed.
+func (s *Store) read(what string, fn func(txn *badger.Txn) error) error {
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.closed {
+		return fmt.Errorf("%s: %w", what, ErrClosed)
+	}
+	if err := s.view(fn); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+// scan decodes every value under prefix, in key order.
+func scan[T any](txn *badger.Txn, prefix []byte, decode func([]byte) (*T, error), each func(key []byte, r *T) error) error {
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 100})
+	defer it.Close()
+	for it.Rewind(); it.Valid(); it.Next() {
+		item := it.Item()
+		var r *T
+		err := item.Value(func(v []byte) error {
+			var err error
+			r, err = decode(v)
+			return err
+		})
+		if err != nil {
+			return keyError(item.Key(), err)
+		}
+		if err := each(item.Key(), r); err != nil {
+			return keyError(item.Key(), err)
+		}
+	}
+	return nil
+}
+
+func keyError(key []byte, err error) error {
+	return fmt.Errorf("record %s: %w", describeKey(key), err)
+}
+
+func mismatch(kind, got, want string) error {
+	return fmt.Errorf("%s record is for %q but stored under %q", kind, got, want)
+}
+
+// Instances returns every instance, sorted by address (workflow/key).
+func (s *Store) Instances() ([]*record.Instance, error) {
+	var out []*record.Instance
+	err := s.read("list instances", func(txn *badger.Txn) error {
+		return scan(txn, []byte{tableInstance}, record.DecodeInstance, func(k []byte, r *record.Instance) error {
+			if want := instanceKey(r.Workflow, r.Key); string(want) != string(k) {
+				return mismatch("instance", r.Address(), string(k))
+			}
+			out = append(out, r)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Address() < out[j].Address() })
+	return out, nil
+}
+
+// Instance returns one instance, or nil and no error when it is absent.
+func (s *Store) Instance(workflow, key string) (*record.Instance, error) {
+	var out *record.Instance
+	err := s.read("read instance "+workflow+"/"+key, func(txn *badger.Txn) error {
+		k := instanceKey(workflow, key)
+		item, err := txn.Get(k)
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error {
+			r, err := record.DecodeInstance(v)
+			if err != nil {
+				return keyError(k, err)
+			}
+			out = r
+			return nil
+		})
+	})
+	return out, err
+}
+
+// Activities returns the activities of an instance by name; the map is
+// empty (not nil) when there are none.
+func (s *Store) Activities(workflow, key string) (map[string]*record.Activity, error) {
+	out := map[string]*record.Activity{}
+	err := s.read("read activities of "+workflow+"/"+key, func(txn *badger.Txn) error {
+		return scan(txn, instancePrefix(tableActivity, workflow, key), record.DecodeActivity, func(k []byte, r *record.Activity) error {
+			if r.Workflow != workflow || r.Instance != key || string(activityKey(workflow, key, r.Name)) != string(k) {
+				return mismatch("activity", r.Workflow+"/"+r.Instance+"/"+r.Name, string(k))
+			}
+			out[r.Name] = r
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Attempts returns the attempt log of one activity, every generation,
+// ordered by generation then number. With activity "" it returns the log
+// of every activity of the instance, ordered by activity, generation and
+// number.
+func (s *Store) Attempts(workflow, key, activity string) ([]*record.Attempt, error) {
+	var out []*record.Attempt
+	err := s.read("read attempts of "+workflow+"/"+key, func(txn *badger.Txn) error {
+		return scan(txn, attemptPrefix(workflow, key, activity), record.DecodeAttempt, func(k []byte, r *record.Attempt) error {
+			if string(attemptKey(r.Workflow, r.Instance, r.Activity, r.Generation, r.Number)) != string(k) {
+				return mismatch("attempt", fmt.Sprintf("%s/%s/%s #%d.%d", r.Workflow, r.Instance, r.Activity, r.Generation, r.Number), string(k))
+			}
+			out = append(out, r)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Budgets returns every retry budget's window by name.
+func (s *Store) Budgets() (map[string]*record.Budget, error) {
+	out := map[string]*record.Budget{}
+	err := s.read("read budgets", func(txn *badger.Txn) error {
+		return scan(txn, []byte{tableBudget}, record.DecodeBudget, func(k []byte, r *record.Budget) error {
+			if string(budgetKey(r.Name)) != string(k) {
+				return mismatch("budget", r.Name, string(k))
+			}
+			out[r.Name] = r
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// PendingTimers returns every activity that has a timer, across all
+// instances, in key order (workflow, instance key, activity). The executor
+// calls it at start-up to re-arm durable timers.
+func (s *Store) PendingTimers() ([]*record.Activity, error) {
+	var keys [][]byte
+	var vals [][]byte
+	err := s.read("read pending timers", func(txn *badger.Txn) error {
+		// A merge join of the timer index with the activity table: both are
+		// ordered by the same (workflow, key, activity) suffix, so one pass
+		// over each replaces a point lookup per timer.
+		tit := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{tableTimer}})
+		defer tit.Close()
+		ait := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{tableActivity}, PrefetchValues: true, PrefetchSize: 100})
+		defer ait.Close()
+		ait.Rewind()
+		target := []byte{tableActivity}
+		for tit.Rewind(); tit.Valid(); tit.Next() {
+			tk := tit.Item().Key()
+			target = append(target[:1], tk[1:]...)
+			for steps := 0; ait.Valid() && bytes.Compare(ait.Item().Key(), target) < 0; steps++ {
+				// Step over a few activities without timers; jump past
+				// long runs of them.
+				if steps < 8 {
+					ait.Next()
+				} else {
+					ait.Seek(target)
+				}
+			}
+			if !ait.Valid() || !bytes.Equal(ait.Item().Key(), target) {
+				return keyError(tk, errors.New("timer index entry without its activity"))
+			}
+			v, err := ait.Item().ValueCopy(nil)
+			if err != nil {
+				return keyError(target, err)
+			}
+			keys = append(keys, bytes.Clone(target))
+			vals = append(vals, v)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*record.Activity, len(vals))
+	err = decodeParallel(len(vals), func(i int) error {
+		a, err := record.DecodeActivity(vals[i])
+		if err != nil {
+			return keyError(keys[i], err)
+		}
+		if a.Timer == nil {
+			return keyError(keys[i], errors.New("timer index entry but the activity has no timer"))
+		}
+		if string(activityKey(a.Workflow, a.Instance, a.Name)) != string(keys[i]) {
+			return keyError(keys[i], mismatch("activity", a.Workflow+"/"+a.Instance+"/"+a.Name, describeKey(keys[i])))
+		}
+		out[i] = a
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read pending timers: %w", err)
+	}
+	return out, nil
+}
+
+// decodeParallel runs decode(0..n-1) on every CPU: decoding is what
+// start-up with many timers spends its time on. It returns the error of
+// the lowest failing index, so the message is deterministic.
+func decodeParallel(n int, decode func(i int) error) error {
+	workers := min(runtime.GOMAXPROCS(0), (n+255)/256)
+	if workers <= 1 {
+		for i := range n {
+			if err := decode(i); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	chunk := (n + workers - 1) / workers
+	for w := range workers {
+		wg.Go(func() {
+			for i := w * chunk; i < min(n, (w+1)*chunk); i++ {
+				if err := decode(i); err != nil {
+					errs[w] = err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,208 @@
+package record
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Encode validates a record and returns its stored form (JSON). v is an
+// Instance, Activity, Attempt or Budget, by value or by pointer. Invalid
+// records are refused here so that nothing the decoders would reject can
+// ever reach the store.
+func Encode(v any) ([]byte, error) {
+	var err error
+	switch r := v.(type) {
+	case *Instance:
+		if r == nil {
+			return nil, errors.New("encode instance: nil record")
+		}
+		err = validateInstance(r)
+	case Instance:
+		err = validateInstance(&r)
+	case *Activity:
+		if r == nil {
+			return nil, errors.New("encode activity: nil record")
+		}
+		err = validateActivity(r)
+	case Activity:
+		err = validateActivity(&r)
+	case *Attempt:
+		if r == nil {
+			return nil, errors.New("encode attempt: nil record")
+		}
+		err = validateAttempt(r)
+	case Attempt:
+		err = validateAttempt(&r)
+	case *Budget:
+		if r == nil {
+			return nil, errors.New("encode budget: nil record")
+		}
+		err = validateBudget(r)
+	case Budget:
+		err = validateBudget(&r)
+	default:
+		return nil, fmt.Errorf("encode: unsupported record type %T", v)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("encode: %w", err)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("encode %T: %w", v, err)
+	}
+	return b, nil
+}
+
+// DecodeInstance decodes and validates a stored Instance.
+func DecodeInstance(b []byte) (*Instance, error) {
+	var r Instance
+	if err := decodeStrict(b, &r); err != nil {
+		return nil, fmt.Errorf("decode instance: %w", err)
+	}
+	if err := validateInstance(&r); err != nil {
+		return nil, fmt.Errorf("decode instance: %w", err)
+	}
+	return &r, nil
+}
+
+// DecodeActivity decodes and validates a stored Activity.
+func DecodeActivity(b []byte) (*Activity, error) {
+	var r Activity
+	if err := decodeStrict(b, &r); err != nil {
+		return nil, fmt.Errorf("decode activity: %w", err)
+	}
+	if err := validateActivity(&r); err != nil {
+		return nil, fmt.Errorf("decode activity: %w", err)
+	}
+	return &r, nil
+}
+
+// DecodeAttempt decodes and validates a stored Attempt.
+func DecodeAttempt(b []byte) (*Attempt, error) {
+	var r Attempt
+	if err := decodeStrict(b, &r); err != nil {
+		return nil, fmt.Errorf("decode attempt: %w", err)
+	}
+	if err := validateAttempt(&r); err != nil {
+		return nil, fmt.Errorf("decode attempt: %w", err)
+	}
+	return &r, nil
+}
+
+// DecodeBudget decodes and validates a stored Budget.
+func DecodeBudget(b []byte) (*Budget, error) {
+	var r Budget
+	if err := decodeStrict(b, &r); err != nil {
+		return nil, fmt.Errorf("decode budget: %w", err)
+	}
+	if err := validateBudget(&r); err != nil {
+		return nil, fmt.Errorf("decode budget: %w", err)
+	}
+	return &r, nil
+}
+
+// decodeStrict refuses unknown fields and trailing data: the schema version
+// covers layout changes, so anything unexpected is corruption or a foreign
+// value, and saying so beats silently dropping it.
+func decodeStrict(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("trailing data after the record")
+	}
+	return nil
+}
+
+func validateInstance(r *Instance) error {
+	if r.Workflow == "" {
+		return errors.New("instance: empty workflow name")
+	}
+	if r.Key == "" {
+		return fmt.Errorf("instance %q: empty key", r.Workflow)
+	}
+	return nil
+}
+
+func validateActivity(r *Activity) error {
+	if r.Workflow == "" || r.Instance == "" || r.Name == "" {
+		return fmt.Errorf("activity %q in %q/%q: empty workflow, instance or activity name", r.Name, r.Workflow, r.Instance)
+	}
+	where := fmt.Sprintf("activity %s/%s/%s", r.Workflow, r.Instance, r.Name)
+	if r.Generation < 0 {
+		return fmt.Errorf("%s: negative generation %d", where, r.Generation)
+	}
+	if r.Attempts < 0 {
+		return fmt.Errorf("%s: negative attempt count %d", where, r.Attempts)
+	}
+	if !validStatus(r.Status) {
+		return fmt.Errorf("%s: unknown status %q", where, r.Status)
+	}
+	for i, n := range r.RuleCounts {
+		if n < 0 {
+			return fmt.Errorf("%s: negative count %d for retry rule %d", where, n, i)
+		}
+	}
+	if t := r.Timer; t != nil {
+		if !validTimerKind(t.Kind) {
+			return fmt.Errorf("%s: unknown timer kind %q", where, t.Kind)
+		}
+		if t.Attempt < 0 {
+			return fmt.Errorf("%s: negative timer attempt %d", where, t.Attempt)
+		}
+	}
+	return nil
+}
+
+func validateAttempt(r *Attempt) error {
+	if r.Workflow == "" || r.Instance == "" || r.Activity == "" {
+		return fmt.Errorf("attempt of %q in %q/%q: empty workflow, instance or activity name", r.Activity, r.Workflow, r.Instance)
+	}
+	where := fmt.Sprintf("attempt %d of %s/%s/%s", r.Number, r.Workflow, r.Instance, r.Activity)
+	if r.Generation < 0 {
+		return fmt.Errorf("%s: negative generation %d", where, r.Generation)
+	}
+	if r.Number < 0 {
+		return fmt.Errorf("%s: negative attempt number", where)
+	}
+	if !validOutcome(r.Outcome) {
+		return fmt.Errorf("%s: unknown outcome %q", where, r.Outcome)
+	}
+	return nil
+}
+
+func validateBudget(r *Budget) error {
+	if r.Name == "" {
+		return errors.New("budget: empty name")
+	}
+	return nil
+}
+
+func validStatus(s Status) bool {
+	switch s {
+	case StatusPending, StatusRunning, StatusWaiting, StatusSucceeded, StatusFailed, StatusSkipped:
+		return true
+	}
+	return false
+}
+
+func validOutcome(o Outcome) bool {
+	switch o {
+	case OutcomeRunning, OutcomeSucceeded, OutcomeFailed, OutcomeInterrupted:
+		return true
+	}
+	return false
+}
+
+func validTimerKind(k TimerKind) bool {
+	switch k {
+	case TimerRetry, TimerBudget, TimerSleep:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,265 @@
+package record
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 123456789, time.UTC)
+
+func sampleActivity() *Activity {
+	return &Activity{
+		Workflow: "order", Instance: "order-1001", Name: "charge_card",
+		Generation: 2, DefHash: "abc", IdempotencyKey: "wf1-00",
+		Status: StatusWaiting, Attempts: 3, RuleCounts: []int{1, 2},
+		FirstStart: t0, LastDelay: 2 * time.Second,
+		Timer: &Timer{Kind: TimerRetry, FireAt: t0.Add(4 * time.Second), Attempt: 4,
+			Set: t0, Delay: 4 * time.Second, Source: "policy"},
+		Outputs:   json.RawMessage(`{"result":{"id":"ch_1"}}`),
+		LastError: &Error{Type: "http:503", Message: "unavailable"},
+	}
+}
+
+func sampleAttempt() *Attempt {
+	return &Attempt{
+		Workflow: "order", Instance: "order-1001", Activity: "charge_card",
+		Generation: 1, Number: 12, IdempotencyKey: "wf1-00",
+		Start: t0, End: t0.Add(time.Second), Outcome: OutcomeFailed,
+		Error: &Error{Type: "CardDeclined", NonRetryable: true},
+		Wait:  time.Second, HasWait: true, WaitSource: "server", FiredBy: "manual",
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	tests := []struct {
+		name   string
+		in     any
+		decode func([]byte) (any, error)
+	}{
+		{"instance", &Instance{Workflow: "order", Key: "a/b", Created: t0, Updated: t0.Add(time.Hour)},
+			func(b []byte) (any, error) { return DecodeInstance(b) }},
+		{"activity", sampleActivity(), func(b []byte) (any, error) { return DecodeActivity(b) }},
+		{"activity minimal", &Activity{Workflow: "w", Instance: "k", Name: "n", Status: StatusPending},
+			func(b []byte) (any, error) { return DecodeActivity(b) }},
+		{"attempt", sampleAttempt(), func(b []byte) (any, error) { return DecodeAttempt(b) }},
+		{"attempt running", &Attempt{Workflow: "w", Instance: "k", Activity: "a", Generation: 1, Number: 1, Start: t0, Outcome: OutcomeRunning},
+			func(b []byte) (any, error) { return DecodeAttempt(b) }},
+		{"budget", &Budget{Name: "payment_api", Stamps: []time.Time{t0, t0.Add(time.Second)}},
+			func(b []byte) (any, error) { return DecodeBudget(b) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := Encode(tt.in)
+			if err != nil {
+				t.Fatalf("Encode: %v", err)
+			}
+			got, err := tt.decode(b)
+			if err != nil {
+				t.Fatalf("decode: %v", err)
+			}
+			if !reflect.DeepEqual(got, tt.in) {
+				t.Fatalf("round trip:\n got %+v\nwant %+v", got, tt.in)
+			}
+		})
+	}
+}
+
+func TestEncodeByValueMatchesPointer(t *testing.T) {
+	a := sampleAttempt()
+	p, err := Encode(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := Encode(*a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(p, v) {
+		t.Fatalf("by value %s != by pointer %s", v, p)
+	}
+}
+
+func TestEncodeInvalid(t *testing.T) {
+	neg := sampleActivity()
+	neg.Generation = -1
+	badStatus := sampleActivity()
+	badStatus.Status = "exploded"
+	badTimer := sampleActivity()
+	badTimer.Timer.Kind = "alarm"
+	negTimer := sampleActivity()
+	negTimer.Timer.Attempt = -2
+	negAttempts := sampleActivity()
+	negAttempts.Attempts = -1
+	negRule := sampleActivity()
+	negRule.RuleCounts = []int{0, -1}
+	noName := sampleActivity()
+	noName.Name = ""
+	negNum := sampleAttempt()
+	negNum.Number = -1
+	negGen := sampleAttempt()
+	negGen.Generation = -3
+	badOutcome := sampleAttempt()
+	badOutcome.Outcome = ""
+	noAct := sampleAttempt()
+	noAct.Activity = ""
+	tests := []struct {
+		name string
+		in   any
+		want string
+	}{
+		{"nil instance", (*Instance)(nil), "nil record"},
+		{"nil activity", (*Activity)(nil), "nil record"},
+		{"nil attempt", (*Attempt)(nil), "nil record"},
+		{"nil budget", (*Budget)(nil), "nil record"},
+		{"unsupported", 42, "unsupported record type int"},
+		{"instance no workflow", &Instance{Key: "k"}, "empty workflow name"},
+		{"instance no key", Instance{Workflow: "w"}, "empty key"},
+		{"activity negative generation", neg, "negative generation -1"},
+		{"activity unknown status", badStatus, `unknown status "exploded"`},
+		{"activity unknown timer kind", badTimer, `unknown timer kind "alarm"`},
+		{"activity negative timer attempt", negTimer, "negative timer attempt"},
+		{"activity negative attempts", negAttempts, "negative attempt count"},
+		{"activity negative rule count", negRule, "negative count -1 for retry rule 1"},
+		{"activity no name", noName, "empty workflow, instance or activity name"},
+		{"attempt negative number", negNum, "negative attempt number"},
+		{"attempt negative generation", negGen, "negative generation -3"},
+		{"attempt empty outcome", badOutcome, `unknown outcome ""`},
+		{"attempt no activity", noAct, "empty workflow, instance or activity name"},
+		{"budget no name", &Budget{}, "budget: empty name"},
+		{"activity bad outputs", &Activity{Workflow: "w", Instance: "k", Name: "n", Status: StatusPending, Outputs: json.RawMessage("{")}, "encode"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Encode(tt.in)
+			if err == nil {
+				t.Fatalf("Encode(%+v) succeeded, want error containing %q", tt.in, tt.want)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %q does not contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestDecodeInvalid(t *testing.T) {
+	tests := []struct {
+		name   string
+		decode func([]byte) error
+		in     string
+		want   string
+	}{
+		{"activity garbage", decAct, "\x00\x01", "decode activity"},
+		{"activity empty", decAct, "", "decode activity"},
+		{"activity unknown field", decAct, `{"workflow":"w","instance":"k","name":"n","status":"pending","colour":1}`, "unknown field"},
+		{"activity trailing", decAct, `{"workflow":"w","instance":"k","name":"n","status":"pending"} {}`, "trailing data"},
+		{"activity negative generation", decAct, `{"workflow":"w","instance":"k","name":"n","status":"pending","generation":-1}`, "negative generation"},
+		{"activity unknown status", decAct, `{"workflow":"w","instance":"k","name":"n","status":"odd"}`, "unknown status"},
+		{"activity timer kind", decAct, `{"workflow":"w","instance":"k","name":"n","status":"waiting","timer":{"kind":"x"}}`, "unknown timer kind"},
+		{"activity wrong type", decAct, `{"workflow":1}`, "decode activity"},
+		{"activity null", decAct, `null`, "empty workflow"},
+		{"attempt negative number", decAtt, `{"workflow":"w","instance":"k","activity":"a","number":-5,"outcome":"failed"}`, "negative attempt number"},
+		{"attempt unknown outcome", decAtt, `{"workflow":"w","instance":"k","activity":"a","number":1,"outcome":"meh"}`, "unknown outcome"},
+		{"attempt overflow", decAtt, `{"workflow":"w","instance":"k","activity":"a","number":1e40,"outcome":"failed"}`, "decode attempt"},
+		{"attempt bad time", decAtt, `{"workflow":"w","instance":"k","activity":"a","number":1,"outcome":"failed","start":"yesterday"}`, "decode attempt"},
+		{"instance empty key", decInst, `{"workflow":"w","key":""}`, "empty key"},
+		{"budget empty name", decBud, `{"name":"","stamps":[]}`, "empty name"},
+		{"budget bad stamp", decBud, `{"name":"b","stamps":[3]}`, "decode budget"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.decode([]byte(tt.in))
+			if err == nil {
+				t.Fatalf("decode(%q) succeeded, want error containing %q", tt.in, tt.want)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %q does not contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func decAct(b []byte) error  { _, err := DecodeActivity(b); return err }
+func decAtt(b []byte) error  { _, err := DecodeAttempt(b); return err }
+func decInst(b []byte) error { _, err := DecodeInstance(b); return err }
+func decBud(b []byte) error  { _, err := DecodeBudget(b); return err }
+
+// fuzzRoundTrip checks that whatever a decoder accepts re-encodes, and that
+// the encoding is a fixed point: decode(encode(x)) encodes to the same bytes.
+func fuzzRoundTrip[T any](t *testing.T, data []byte, decode func([]byte) (*T, error)) {
+	r, err := decode(data)
+	if err != nil {
+		if r != nil {
+			t.Fatalf("decoder returned a record and an error: %v", err)
+		}
+		return
+	}
+	b1, err := Encode(r)
+	if err != nil {
+		t.Fatalf("accepted record does not encode: %v\ninput %q", err, data)
+	}
+	r2, err := decode(b1)
+	if err != nil {
+		t.Fatalf("encoded record does not decode: %v\nencoded %q", err, b1)
+	}
+	b2, err := Encode(r2)
+	if err != nil {
+		t.Fatalf("second encode: %v", err)
+	}
+	if !bytes.Equal(b1, b2) {
+		t.Fatalf("encoding is not stable:\n%s\n%s", b1, b2)
+	}
+}
+
+func FuzzDecodeActivity(f *testing.F) {
+	b, _ := Encode(sampleActivity())
+	f.Add(b)
+	f.Add([]byte(`{"workflow":"w","instance":"k","name":"n","status":"pending"}`))
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzRoundTrip(t, data, DecodeActivity) })
+}
+
+func FuzzDecodeAttempt(f *testing.F) {
+	b, _ := Encode(sampleAttempt())
+	f.Add(b)
+	f.Add([]byte(`{"workflow":"w","instance":"k","activity":"a","generation":1,"number":1,"outcome":"running"}`))
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzRoundTrip(t, data, DecodeAttempt) })
+}
+
+func FuzzDecodeInstance(f *testing.F) {
+	f.Add([]byte(`{"workflow":"order","key":"order-1","created":"2026-01-01T00:00:00Z","updated":"2026-01-01T00:00:01Z"}`))
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzRoundTrip(t, data, DecodeInstance) })
+}
+
+func FuzzDecodeBudget(f *testing.F) {
+	f.Add([]byte(`{"name":"api","stamps":["2026-01-01T00:00:00Z","2026-01-01T00:00:01.5Z"]}`))
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzRoundTrip(t, data, DecodeBudget) })
+}
+
+func BenchmarkDecodeActivity(b *testing.B) {
+	data, err := Encode(sampleActivity())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, err := DecodeActivity(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkUnmarshalActivity(b *testing.B) {
+	data, err := Encode(sampleActivity())
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		var a Activity
+		if err := json.Unmarshal(data, &a); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -2,10 +2,10 @@ package config
 
 import (
 	"crypto/sha256"
-	"strings"
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/hashicorp/hcl/v2/ext/tryfunc"

@@ -156,14 +156,12 @@ func (l *loader) loadBudgets(blocks []*hcl.Block) {
 			continue
 		}
 		bud := &Budget{Budget: retry.Budget{Name: name, OnExhausted: "wait"}, DeclRange: b.DefRange}
-		ok := true
+		// Declared even when invalid, so references to it do not also fail;
+		// the error already keeps the configuration from being used.
+		l.budgets[name] = bud
 		for _, a := range sortedAttrs(content.Attributes) {
 			v, vok := l.evalStatic(a.Expr, policyScope)
-			if !vok {
-				ok = false
-				continue
-			}
-			if v.IsNull() {
+			if !vok || v.IsNull() {
 				continue
 			}
 			var d *hcl.Diagnostic
@@ -198,13 +196,8 @@ func (l *loader) loadBudgets(blocks []*hcl.Block) {
 			}
 			if d != nil {
 				l.addDiags(hcl.Diagnostics{d})
-				ok = false
 			}
 		}
-		// Declared even when invalid, so references to it do not also fail;
-		// the error already prevents the configuration from being used.
-		_ = ok
-		l.budgets[name] = bud
 	}
 }
 

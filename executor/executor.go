@@ -9,7 +9,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -35,6 +37,12 @@ type Store interface {
 // that an instance keeps its creation time across applies.
 type instanceReader interface {
 	Instance(workflow, key string) (*record.Instance, error)
+}
+
+// attemptReader is optionally implemented by a Store (statefile does) so
+// that an attempt found running after a crash keeps its real start time.
+type attemptReader interface {
+	Attempts(workflow, key, activity string) ([]*record.Attempt, error)
 }
 
 // AttemptRunner runs one attempt; *activity.Runner implements it.
@@ -81,6 +89,11 @@ type Run struct {
 	cancelAttempts context.CancelFunc
 	inflight       int // owned by the loop goroutine
 	wg             sync.WaitGroup
+	// work hands an attempt to an idle worker; workers exit once
+	// workersQuit is closed (stopWorkers).
+	work        chan core.Attempt
+	workersQuit chan struct{}
+	stopOnce    sync.Once
 
 	outcome Outcome
 	err     error
@@ -127,6 +140,7 @@ func Start(ctx context.Context, opts Options) (*Run, error) {
 		Rand:          rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		Activities:    map[string]map[string]*record.Activity{},
 		InstanceState: map[string]*record.Instance{},
+		Running:       map[string]map[string]*record.Attempt{},
 	}
 	if opts.Config != nil {
 		for name, b := range opts.Config.Budgets {
@@ -148,6 +162,9 @@ func Start(ctx context.Context, opts Options) (*Run, error) {
 			return nil, fmt.Errorf("load state of %s: %w", wf.Address(), err)
 		}
 		copts.Activities[wf.Address()] = acts
+		if err := loadRunning(opts.Store, wf, acts, copts.Running); err != nil {
+			return nil, err
+		}
 		if ir != nil {
 			rec, err := ir.Instance(wf.Name, wf.Key)
 			if err != nil {
@@ -174,6 +191,8 @@ func Start(ctx context.Context, opts Options) (*Run, error) {
 		done:           make(chan struct{}),
 		attemptCtx:     actx,
 		cancelAttempts: cancel,
+		work:           make(chan core.Attempt),
+		workersQuit:    make(chan struct{}),
 	}
 	ready := r.core.Start(r.clock.Now())
 	if err := r.commit(ready.Persist); err != nil {
@@ -182,6 +201,34 @@ func Start(ctx context.Context, opts Options) (*Run, error) {
 	}
 	go r.loop(ctx, ready)
 	return r, nil
+}
+
+// loadRunning reads the attempt records of activities whose state says an
+// attempt was running (the engine stopped mid-attempt), in name order.
+func loadRunning(st Store, wf *config.Workflow, acts map[string]*record.Activity, into map[string]map[string]*record.Attempt) error {
+	ar, ok := st.(attemptReader)
+	if !ok {
+		return nil
+	}
+	for _, name := range slices.Sorted(maps.Keys(acts)) {
+		a := acts[name]
+		if a.Status != record.StatusRunning {
+			continue
+		}
+		atts, err := ar.Attempts(wf.Name, wf.Key, name)
+		if err != nil {
+			return fmt.Errorf("load attempts of %s activity.%s: %w", wf.Address(), name, err)
+		}
+		for _, att := range atts {
+			if att.Generation == a.Generation && att.Number == a.Attempts {
+				if into[wf.Address()] == nil {
+					into[wf.Address()] = map[string]*record.Attempt{}
+				}
+				into[wf.Address()][name] = att
+			}
+		}
+	}
+	return nil
 }
 
 // Stop stops starting new attempts; running ones get the grace period to
@@ -230,6 +277,7 @@ func (r *Run) commit(ms []record.Mutation) error {
 // events are acted on only once its commit has returned, in step order.
 func (r *Run) loop(ctx context.Context, first core.Ready) {
 	defer close(r.done)
+	defer r.stopWorkers()
 	defer r.cancelAttempts()
 
 	cm := newCommitter(r.commit)
@@ -445,36 +493,65 @@ func (r *Run) abort(err error) {
 		<-r.results
 		r.inflight--
 	}
+	r.stopWorkers()
 	r.wg.Wait()
 }
 
+// launch runs a on an idle worker, or on a new one when none is idle, so
+// the loop never waits. Workers outlive their attempt because a goroutine
+// running an exec attempt grows its stack several times (os/exec and the
+// fork path are deep): with a fresh goroutine per attempt that copying was
+// about a tenth of the CPU of a run of short exec activities. There are at
+// most about twice Parallelism workers: one is started only when none is
+// waiting for work.
 func (r *Run) launch(a core.Attempt) {
 	r.inflight++
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		res := r.opts.Runner.Run(r.attemptCtx, activity.Request{
-			Workflow:       a.Workflow,
-			Instance:       a.Instance,
-			Activity:       a.Activity,
-			Attempt:        a.Number,
-			IdempotencyKey: a.IdempotencyKey,
-			Spec:           a.Spec,
-			Timeout:        a.Timeout,
-		})
-		out := core.Result{
-			Workflow: a.Workflow,
-			Instance: a.Instance,
-			Activity: a.Activity,
-			Number:   a.Number,
-			Start:    res.Start,
-			End:      res.End,
-			Outputs:  res.Outputs,
+	select {
+	case r.work <- a:
+	default:
+		r.wg.Add(1)
+		go r.worker(a)
+	}
+}
+
+func (r *Run) worker(a core.Attempt) {
+	defer r.wg.Done()
+	for {
+		r.results <- r.runAttempt(a)
+		select {
+		case a = <-r.work:
+		case <-r.workersQuit:
+			return
 		}
-		if res.Failure != nil {
-			f := retry.Failure(*res.Failure)
-			out.Failure = &f
-		}
-		r.results <- out
-	}()
+	}
+}
+
+// stopWorkers lets idle workers exit; a worker busy with an attempt exits
+// after delivering its result.
+func (r *Run) stopWorkers() { r.stopOnce.Do(func() { close(r.workersQuit) }) }
+
+func (r *Run) runAttempt(a core.Attempt) core.Result {
+	res := r.opts.Runner.Run(r.attemptCtx, activity.Request{
+		Workflow:       a.Workflow,
+		Instance:       a.Instance,
+		Activity:       a.Activity,
+		Attempt:        a.Number,
+		IdempotencyKey: a.IdempotencyKey,
+		Spec:           a.Spec,
+		Timeout:        a.Timeout,
+	})
+	out := core.Result{
+		Workflow: a.Workflow,
+		Instance: a.Instance,
+		Activity: a.Activity,
+		Number:   a.Number,
+		Start:    res.Start,
+		End:      res.End,
+		Outputs:  res.Outputs,
+	}
+	if res.Failure != nil {
+		f := retry.Failure(*res.Failure)
+		out.Failure = &f
+	}
+	return out
 }

@@ -47,6 +47,7 @@ func BenchmarkCommitGroup(b *testing.B) {
 	}
 	elapsed := time.Since(start)
 	b.ReportMetric(float64(seq.Load())/elapsed.Seconds(), "records/s")
+	b.ReportMetric(float64(s.batchedReqs.Load())/float64(s.batches.Load()), "commits/batch")
 }
 
 // BenchmarkCommitBatch100: one goroutine, 100 attempts per Commit.

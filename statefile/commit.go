@@ -3,6 +3,7 @@ package statefile
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 
@@ -34,8 +35,8 @@ type commitReq struct {
 	wake chan bool
 }
 
-// Commit writes muts atomically (one transaction, one fsync) and returns
-// once they are synced to disk.
+// Commit writes muts atomically (one synced Badger transaction) and
+// returns once they are on disk.
 //
 // Concurrent calls are merged (group commit): the first caller becomes the
 // leader and writes every request queued so far in one transaction; callers
@@ -60,19 +61,32 @@ func (s *Store) Commit(muts []record.Mutation) error {
 	req := &commitReq{ops: ops, wake: make(chan bool, 1)}
 	s.mu.Lock()
 	s.pending = append(s.pending, req)
+	if s.lingerDone != nil && len(s.pending) >= s.lingerTarget {
+		close(s.lingerDone)
+		s.lingerDone = nil
+	}
 	if s.writing {
 		s.mu.Unlock()
 		if lead := <-req.wake; !lead {
 			return req.err
 		}
 		s.mu.Lock()
+		s.linger()
+	} else if s.lastBatch > 1 {
+		// The previous batch was shared, so its callers are probably
+		// about to commit again: wait for them too.
+		s.writing = true
+		s.linger()
 	}
 	// Leader: take everything queued (req among it).
 	s.writing = true
 	batch := s.pending
 	s.pending = nil
+	s.lastBatch = len(batch)
 	s.mu.Unlock()
 
+	s.batches.Add(1)
+	s.batchedReqs.Add(int64(len(batch)))
 	err = s.writeBatch(batch)
 	for _, r := range batch {
 		r.err = err
@@ -91,6 +105,32 @@ func (s *Store) Commit(muts []record.Mutation) error {
 	}
 	s.mu.Unlock()
 	return req.err
+}
+
+// linger lets callers that the previous batch just woke join this batch
+// before it is written. A fsync costs about a millisecond and the woken
+// callers typically commit again within microseconds, so waiting for as
+// many callers as the previous batch carried (at most maxLinger, asleep
+// meanwhile) roughly doubles the records per fsync compared with
+// batches alternating between two half-sized groups. It runs only under
+// contention (leadership handed over, or the previous batch was shared), so
+// a lone caller never waits. Called and returns with s.mu held.
+func (s *Store) linger() {
+	const maxLinger = 250 * time.Microsecond
+	if len(s.pending) >= s.lastBatch {
+		return
+	}
+	ch := make(chan struct{})
+	s.lingerDone, s.lingerTarget = ch, s.lastBatch
+	s.mu.Unlock()
+	t := time.NewTimer(maxLinger)
+	select {
+	case <-ch:
+	case <-t.C:
+	}
+	t.Stop()
+	s.mu.Lock()
+	s.lingerDone = nil
 }
 
 func (s *Store) writeBatch(batch []*commitReq) error {

@@ -28,7 +28,7 @@ func (s *Store) read(what string, fn func(txn *badger.Txn) error) error {
 
 // scan decodes every value under prefix, in key order.
 func scan[T any](txn *badger.Txn, prefix []byte, decode func([]byte) (*T, error), each func(key []byte, r *T) error) error {
-	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 100})
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 	defer it.Close()
 	for it.Rewind(); it.Valid(); it.Next() {
 		item := it.Item()
@@ -102,18 +102,49 @@ func (s *Store) Instance(workflow, key string) (*record.Instance, error) {
 // Activities returns the activities of an instance by name; the map is
 // empty (not nil) when there are none.
 func (s *Store) Activities(workflow, key string) (map[string]*record.Activity, error) {
-	out := map[string]*record.Activity{}
+	var keys, vals [][]byte
 	err := s.read("read activities of "+workflow+"/"+key, func(txn *badger.Txn) error {
-		return scan(txn, instancePrefix(tableActivity, workflow, key), record.DecodeActivity, func(k []byte, r *record.Activity) error {
-			if r.Workflow != workflow || r.Instance != key || string(activityKey(workflow, key, r.Name)) != string(k) {
-				return mismatch("activity", r.Workflow+"/"+r.Instance+"/"+r.Name, string(k))
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: instancePrefix(tableActivity, workflow, key)})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			item := it.Item()
+			v, err := item.ValueCopy(nil)
+			if err != nil {
+				return keyError(item.Key(), err)
 			}
-			out[r.Name] = r
-			return nil
-		})
+			keys = append(keys, item.KeyCopy(nil))
+			vals = append(vals, v)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
+	}
+	// Resuming a large instance decodes every activity before the first
+	// timer can fire: spread the decoding over every CPU.
+	recs := make([]*record.Activity, len(vals))
+	errs := make([]error, len(vals))
+	const chunk = 2048
+	var wg sync.WaitGroup
+	for lo := 0; lo < len(vals); lo += chunk {
+		hi := min(lo+chunk, len(vals))
+		wg.Go(func() {
+			for i := lo; i < hi; i++ {
+				r, err := record.DecodeActivity(vals[i])
+				if err == nil && (r.Workflow != workflow || r.Instance != key || string(activityKey(workflow, key, r.Name)) != string(keys[i])) {
+					err = mismatch("activity", r.Workflow+"/"+r.Instance+"/"+r.Name, string(keys[i]))
+				}
+				recs[i], errs[i] = r, err
+			}
+		})
+	}
+	wg.Wait()
+	out := make(map[string]*record.Activity, len(recs))
+	for i, r := range recs {
+		if errs[i] != nil {
+			return nil, fmt.Errorf("read activities of %s/%s: %w", workflow, key, keyError(keys[i], errs[i]))
+		}
+		out[r.Name] = r
 	}
 	return out, nil
 }
@@ -161,15 +192,40 @@ func (s *Store) Budgets() (map[string]*record.Budget, error) {
 // instances, in key order (workflow, instance key, activity). The executor
 // calls it at start-up to re-arm durable timers.
 func (s *Store) PendingTimers() ([]*record.Activity, error) {
-	var keys [][]byte
-	var vals [][]byte
+	// Decoding dominates start-up with many timers, so chunks of raw
+	// values go to decoders on every CPU while the scan goes on.
+	type chunk struct {
+		keys, vals [][]byte
+		out        []*record.Activity
+		err        error
+	}
+	const chunkSize = 512
+	work := make(chan *chunk, 64)
+	var chunks []*chunk
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			for c := range work {
+				c.out, c.err = decodeTimers(c.keys, c.vals)
+			}
+		})
+	}
+	cur := &chunk{}
+	flush := func() {
+		if len(cur.vals) > 0 {
+			chunks = append(chunks, cur)
+			work <- cur
+			cur = &chunk{}
+		}
+	}
 	err := s.read("read pending timers", func(txn *badger.Txn) error {
 		// A merge join of the timer index with the activity table: both are
 		// ordered by the same (workflow, key, activity) suffix, so one pass
-		// over each replaces a point lookup per timer.
+		// over each replaces a point lookup per timer. No prefetch: values
+		// live in the LSM, and prefetching would copy each one twice.
 		tit := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{tableTimer}})
 		defer tit.Close()
-		ait := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{tableActivity}, PrefetchValues: true, PrefetchSize: 100})
+		ait := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{tableActivity}})
 		defer ait.Close()
 		ait.Rewind()
 		target := []byte{tableActivity}
@@ -192,66 +248,50 @@ func (s *Store) PendingTimers() ([]*record.Activity, error) {
 			if err != nil {
 				return keyError(target, err)
 			}
-			keys = append(keys, bytes.Clone(target))
-			vals = append(vals, v)
+			cur.keys = append(cur.keys, bytes.Clone(target))
+			cur.vals = append(cur.vals, v)
+			if len(cur.vals) == chunkSize {
+				flush()
+			}
 		}
+		flush()
 		return nil
 	})
+	close(work)
+	wg.Wait()
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*record.Activity, len(vals))
-	err = decodeParallel(len(vals), func(i int) error {
-		a, err := record.DecodeActivity(vals[i])
-		if err != nil {
-			return keyError(keys[i], err)
+	n := 0
+	for _, c := range chunks {
+		if c.err != nil {
+			return nil, fmt.Errorf("read pending timers: %w", c.err)
 		}
-		if a.Timer == nil {
-			return keyError(keys[i], errors.New("timer index entry but the activity has no timer"))
-		}
-		if string(activityKey(a.Workflow, a.Instance, a.Name)) != string(keys[i]) {
-			return keyError(keys[i], mismatch("activity", a.Workflow+"/"+a.Instance+"/"+a.Name, describeKey(keys[i])))
-		}
-		out[i] = a
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read pending timers: %w", err)
+		n += len(c.out)
+	}
+	out := make([]*record.Activity, 0, n)
+	for _, c := range chunks {
+		out = append(out, c.out...)
 	}
 	return out, nil
 }
 
-// decodeParallel runs decode(0..n-1) on every CPU: decoding is what
-// start-up with many timers spends its time on. It returns the error of
-// the lowest failing index, so the message is deterministic.
-func decodeParallel(n int, decode func(i int) error) error {
-	workers := min(runtime.GOMAXPROCS(0), (n+255)/256)
-	if workers <= 1 {
-		for i := range n {
-			if err := decode(i); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	errs := make([]error, workers)
-	var wg sync.WaitGroup
-	chunk := (n + workers - 1) / workers
-	for w := range workers {
-		wg.Go(func() {
-			for i := w * chunk; i < min(n, (w+1)*chunk); i++ {
-				if err := decode(i); err != nil {
-					errs[w] = err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	for _, err := range errs {
+// decodeTimers decodes activities found through the timer index and checks
+// that each is the one its key names and does have a timer.
+func decodeTimers(keys, vals [][]byte) ([]*record.Activity, error) {
+	out := make([]*record.Activity, len(vals))
+	for i, v := range vals {
+		a, err := record.DecodeActivity(v)
 		if err != nil {
-			return err
+			return nil, keyError(keys[i], err)
 		}
+		if a.Timer == nil {
+			return nil, keyError(keys[i], errors.New("timer index entry but the activity has no timer"))
+		}
+		if string(activityKey(a.Workflow, a.Instance, a.Name)) != string(keys[i]) {
+			return nil, keyError(keys[i], mismatch("activity", a.Workflow+"/"+a.Instance+"/"+a.Name, describeKey(keys[i])))
+		}
+		out[i] = a
 	}
-	return nil
+	return out, nil
 }

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -70,6 +71,14 @@ type Store struct {
 	mu      sync.Mutex
 	pending []*commitReq
 	writing bool
+	// lingerDone, when set, is closed once lingerTarget callers queue.
+	lingerDone   chan struct{}
+	lingerTarget int
+	// lastBatch is the number of Commit calls in the previous batch.
+	lastBatch int
+	// Counters for tests and benchmarks: batches written and the Commit
+	// calls they carried.
+	batches, batchedReqs atomic.Int64
 }
 
 // Open opens (creating if needed) the state directory dir and takes its

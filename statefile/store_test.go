@@ -473,6 +473,10 @@ func TestConcurrentCommit64(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
+	// Group commit merged calls: far fewer transactions than Commit calls.
+	if b, r := s.batches.Load(), s.batchedReqs.Load(); r != workers*each || b >= r {
+		t.Fatalf("%d batches carried %d commits, want %d commits in fewer batches", b, r, workers*each)
+	}
 	closeT(t, s)
 
 	s = openT(t, dir)

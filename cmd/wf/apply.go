@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -45,11 +44,7 @@ func (cmd *ApplyCommand) Run(ctx context.Context, args []string) error {
 	fs.BoolVar(&cmd.json, "json", false, "print one JSON object per event instead of lines or the dashboard (needs -auto-approve)")
 	fs.IntVar(&cmd.parallelism, "parallelism", defaultParallelism, "at most `N` exec and http attempts at once")
 	fs.Var(&cmd.replace, "replace", "re-run `activity.NAME` (or WORKFLOW.activity.NAME) even if it succeeded (repeatable)")
-	positional, err := parseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	target, err := dirArg(fs, positional)
+	target, err := parseDir(fs, args)
 	if err != nil {
 		return err
 	}
@@ -72,33 +67,17 @@ func (cmd *ApplyCommand) Run(ctx context.Context, args []string) error {
 // applyDir plans against the current state and, once approved, runs it.
 func (cmd *ApplyCommand) applyDir(ctx context.Context, dir string) error {
 	c := cmd.cli
-	cfg, err := c.loadConfig(dir, config.LoadOptions{Vars: cmd.flags.vars, VarFiles: cmd.flags.varFiles, Env: c.Environ}, cmd.flags.noColor)
+	cfg, err := c.loadConfig(dir, cmd.flags.loadOptions(c.Environ), cmd.flags.noColor)
 	if err != nil {
 		return err
 	}
-	stateDir, err := c.resolveStateDir(&cmd.flags, cfg.Dir)
+	store, plan, err := cmd.lockAndPlan(cfg, cmd.flags.workflow, cmd.replace)
 	if err != nil {
 		return err
-	}
-	// The lock is taken before planning, so nothing can change the state
-	// between the plan that is approved and the run.
-	store, err := statefile.Open(stateDir, statefile.Options{Command: "wf apply"})
-	if err != nil {
-		return err // names the state directory, or the holder of its lock
 	}
 	defer store.Close()
-	plan, err := c.buildPlan(cfg, store, planner.Options{
-		Workflow: cmd.flags.workflow,
-		Replace:  cmd.replace,
-		Now:      c.now(),
-	}, cmd.flags.noColor)
-	if err != nil {
+	if err := cmd.showPlan(plan); err != nil {
 		return err
-	}
-	if !cmd.json {
-		if err := planner.Render(c.Stdout, plan, c.color(c.Stdout, cmd.flags.noColor)); err != nil {
-			return fmt.Errorf("render plan: %w", err)
-		}
 	}
 	if !plan.HasChanges() {
 		return nil
@@ -130,36 +109,57 @@ func (cmd *ApplyCommand) applySaved(ctx context.Context, path string) error {
 	if err != nil {
 		return err
 	}
-	stateDir, err := c.resolveStateDir(&cmd.flags, cfg.Dir)
+	store, fresh, err := cmd.lockAndPlan(cfg, inputs.Workflow, inputs.Replace)
 	if err != nil {
 		return err
-	}
-	store, err := statefile.Open(stateDir, statefile.Options{Command: "wf apply"})
-	if err != nil {
-		return err // names the state directory, or the holder of its lock
 	}
 	defer store.Close()
-	fresh, err := c.buildPlan(cfg, store, planner.Options{
-		Workflow: inputs.Workflow,
-		Replace:  inputs.Replace,
-		Now:      c.now(),
-	}, cmd.flags.noColor)
-	if err != nil {
-		return err
-	}
 	if err := planner.CheckStale(saved, fresh); err != nil {
 		// err starts with "saved plan is stale".
 		return fmt.Errorf("%w; run wf plan again", err)
 	}
 	if !fresh.HasChanges() {
-		if !cmd.json {
-			if err := planner.Render(c.Stdout, fresh, c.color(c.Stdout, cmd.flags.noColor)); err != nil {
-				return fmt.Errorf("render plan: %w", err)
-			}
-		}
-		return nil
+		return cmd.showPlan(fresh)
 	}
 	return cmd.execute(ctx, cfg, store, fresh)
+}
+
+// lockAndPlan opens the state of cfg, creating it if need be, and plans
+// against it. The lock is taken before planning, so nothing can change the
+// state between the plan that is approved or checked and the run. The
+// caller closes the store.
+func (cmd *ApplyCommand) lockAndPlan(cfg *config.Config, workflow string, replace []string) (*statefile.Store, *planner.Plan, error) {
+	c := cmd.cli
+	stateDir, err := c.resolveStateDir(&cmd.flags, cfg.Dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	store, err := statefile.Open(stateDir, statefile.Options{Command: "wf apply"})
+	if err != nil {
+		return nil, nil, err // names the state directory, or the holder of its lock
+	}
+	plan, err := c.buildPlan(cfg, store, planner.Options{
+		Workflow: workflow,
+		Replace:  replace,
+		Now:      c.now(),
+	}, cmd.flags.noColor)
+	if err != nil {
+		store.Close()
+		return nil, nil, err
+	}
+	return store, plan, nil
+}
+
+// showPlan prints the plan, except with -json, where the plan event
+// carries it.
+func (cmd *ApplyCommand) showPlan(plan *planner.Plan) error {
+	if cmd.json {
+		return nil
+	}
+	if err := planner.Render(cmd.cli.Stdout, plan, cmd.cli.color(cmd.cli.Stdout, cmd.flags.noColor)); err != nil {
+		return fmt.Errorf("render plan: %w", err)
+	}
+	return nil
 }
 
 // approve asks for "yes" on the terminal.
@@ -169,8 +169,8 @@ func (cmd *ApplyCommand) approve() error {
 		return errors.New("wf apply needs -auto-approve when stdin is not a terminal")
 	}
 	fmt.Fprint(c.Stdout, "\nDo you want to run these activities?\n  Only 'yes' will be accepted to approve.\n\n  Enter a value: ")
-	line, err := bufio.NewReader(c.Stdin).ReadString('\n')
-	if err != nil && !errors.Is(err, io.EOF) {
+	line, err := readLine(c.Stdin)
+	if err != nil {
 		return fmt.Errorf("read approval: %w", err)
 	}
 	fmt.Fprintln(c.Stdout)
@@ -178,6 +178,28 @@ func (cmd *ApplyCommand) approve() error {
 		return errors.New("apply cancelled")
 	}
 	return nil
+}
+
+// readLine reads up to a newline one byte at a time: a buffered reader
+// would swallow keys typed ahead that the dashboard should get.
+func readLine(r io.Reader) (string, error) {
+	var sb strings.Builder
+	b := make([]byte, 1)
+	for {
+		n, err := r.Read(b)
+		if n == 1 {
+			if b[0] == '\n' {
+				return sb.String(), nil
+			}
+			sb.WriteByte(b[0])
+		}
+		if errors.Is(err, io.EOF) {
+			return sb.String(), nil
+		}
+		if err != nil {
+			return "", err
+		}
+	}
 }
 
 // execute runs the plan with the chosen view and maps the outcome to an
@@ -189,7 +211,9 @@ func (cmd *ApplyCommand) execute(ctx context.Context, cfg *config.Config, store 
 	// The view and the event socket subscribe before the run starts, so
 	// that both see its first events (the plan events above all).
 	sub := bus.Subscribe()
-	ctl := &controller{stderr: c.Stderr}
+	useTUI := !cmd.json && c.IsTerminal(c.Stdout)
+	// The dashboard shows its own interrupt notice.
+	ctl := &controller{stderr: c.Stderr, quiet: useTUI}
 	serveCtx, stopServe := context.WithCancel(ctx)
 	defer stopServe()
 	sock, err := event.Serve(serveCtx, filepath.Join(store.Dir(), socketName), bus, event.ServeOptions{OnFireNow: ctl.FireNow})
@@ -208,6 +232,8 @@ func (cmd *ApplyCommand) execute(ctx context.Context, cfg *config.Config, store 
 	}
 
 	runner := activity.NewRunner(activity.Options{Now: c.Now, BaseEnv: nonNil(c.Environ)})
+	// Close removes the runner's directory of output and error files.
+	defer runner.Close()
 	run, err := executor.Start(ctx, executor.Options{
 		Config:      cfg,
 		Instances:   instances,
@@ -224,11 +250,9 @@ func (cmd *ApplyCommand) execute(ctx context.Context, cfg *config.Config, store 
 
 	viewCtx, stopView := context.WithCancel(ctx)
 	defer stopView()
-	useTUI := !cmd.json && c.IsTerminal(c.Stdout)
 	if !cmd.json {
 		fmt.Fprintln(c.Stdout) // set the run apart from the plan above it
 	}
-	ctl.quiet = useTUI // the dashboard shows its own notice
 	viewDone := make(chan error, 1)
 	go func() {
 		switch {
@@ -301,7 +325,7 @@ func nonNil(s []string) []string {
 // running ones finish; the second cancels them.
 type controller struct {
 	stderr io.Writer
-	quiet  bool
+	quiet  bool // set at construction, read-only afterwards
 
 	mu         sync.Mutex
 	run        *executor.Run // nil until the run has started

@@ -38,6 +38,7 @@ const flakyConfig = `workflow "order" {
 
 func TestPlanGolden(t *testing.T) {
 	dir := writeConfig(t, map[string]string{"main.wf.hcl": simpleConfig})
+	varFile := filepath.Join(writeConfig(t, map[string]string{"prod.wfvars": "order_id = \"7\"\n"}), "prod.wfvars")
 	tests := []struct {
 		name   string
 		inv    invocation
@@ -51,6 +52,7 @@ func TestPlanGolden(t *testing.T) {
 		{name: "detailed exit code", inv: invocation{args: []string{"plan", "-detailed-exitcode", dir}}, golden: "plan.golden", code: 2},
 		{name: "flags after the directory", inv: invocation{args: []string{"plan", dir, "--detailed-exitcode", "-no-color"}}, golden: "plan.golden", code: 2},
 		{name: "variable", inv: invocation{args: []string{"plan", "-var", "order_id=7", dir}}, golden: "plan_var.golden"},
+		{name: "variable file", inv: invocation{args: []string{"plan", dir, "-var-file", varFile}}, golden: "plan_var.golden"},
 		{name: "variable from env", inv: invocation{args: []string{"plan", dir}, env: []string{"WF_VAR_order_id=7"}}, golden: "plan_var.golden"},
 	}
 	for _, tt := range tests {
@@ -323,47 +325,64 @@ func TestApplyStalePlanConfigChanged(t *testing.T) {
 	}
 }
 
-func TestApplyInterrupt(t *testing.T) {
-	dir := writeConfig(t, map[string]string{"main.wf.hcl": `workflow "w" {
+// napConfig sleeps for an hour: its apply runs until it is interrupted.
+const napConfig = `workflow "w" {
   activity "nap" {
     sleep { duration = "1h" }
   }
 }
-`})
-	signals := make(chan chan<- os.Signal, 1)
-	var stdout, stderr strings.Builder
+`
+
+// backgroundApply is a `wf apply -auto-approve` running in-process, with
+// the signals sent by the test.
+type backgroundApply struct {
+	signals        chan<- os.Signal // what wf apply subscribed to
+	done           chan int         // gets the exit code
+	stdout, stderr strings.Builder
+}
+
+// startApply starts wf apply on dir and returns once it has subscribed to
+// signals, which it does just before it starts the run.
+func startApply(t *testing.T, dir string) *backgroundApply {
+	t.Helper()
+	a := &backgroundApply{done: make(chan int, 1)}
+	notified := make(chan chan<- os.Signal, 1)
 	c := &CLI{
-		Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stderr,
+		Stdin: strings.NewReader(""), Stdout: &a.stdout, Stderr: &a.stderr,
 		Environ:    baseEnv(t),
 		IsTerminal: func(any) bool { return false },
 		Now:        time.Now,
 		Notify: func(ch chan<- os.Signal) func() {
-			signals <- ch
+			notified <- ch
 			return func() {}
 		},
 	}
-	done := make(chan int, 1)
-	go func() { done <- c.Run(t.Context(), []string{"apply", "-auto-approve", dir}) }()
-	var ch chan<- os.Signal
+	go func() { a.done <- c.Run(t.Context(), []string{"apply", "-auto-approve", dir}) }()
 	select {
-	case ch = <-signals:
-	case code := <-done:
-		t.Fatalf("apply ended before the interrupt: exit %d\n%s\n%s", code, stdout.String(), stderr.String())
+	case a.signals = <-notified:
+	case code := <-a.done:
+		t.Fatalf("apply ended before the interrupt: exit %d\n%s\n%s", code, a.stdout.String(), a.stderr.String())
 	}
-	ch <- syscall.SIGINT
+	return a
+}
+
+func TestApplyInterrupt(t *testing.T) {
+	dir := writeConfig(t, map[string]string{"main.wf.hcl": napConfig})
+	a := startApply(t, dir)
+	a.signals <- syscall.SIGINT
 	select {
-	case code := <-done:
+	case code := <-a.done:
 		if code != 130 {
 			t.Errorf("exit %d, want 130", code)
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("apply did not stop after SIGINT")
 	}
-	if !strings.Contains(stderr.String(), "Interrupt received: finishing running attempts") {
-		t.Errorf("stderr: %s", stderr.String())
+	if !strings.Contains(a.stderr.String(), "Interrupt received: finishing running attempts") {
+		t.Errorf("stderr: %s", a.stderr.String())
 	}
-	if !strings.Contains(stdout.String(), "Apply interrupted; state saved. Run wf apply again to resume.") {
-		t.Errorf("stdout: %s", stdout.String())
+	if !strings.Contains(a.stdout.String(), "Apply interrupted; state saved. Run wf apply again to resume.") {
+		t.Errorf("stdout: %s", a.stdout.String())
 	}
 	// The sleep is durable: the next plan resumes it.
 	r := wf(t, "plan", "-no-color", dir)
@@ -396,27 +415,8 @@ func TestApplyTerminalApproved(t *testing.T) {
 }
 
 func TestWatchFollowsApply(t *testing.T) {
-	dir := writeConfig(t, map[string]string{"main.wf.hcl": `workflow "w" {
-  activity "nap" {
-    sleep { duration = "1h" }
-  }
-}
-`})
-	signals := make(chan chan<- os.Signal, 1)
-	var stdout, stderr strings.Builder
-	c := &CLI{
-		Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stderr,
-		Environ:    baseEnv(t),
-		IsTerminal: func(any) bool { return false },
-		Now:        time.Now,
-		Notify: func(ch chan<- os.Signal) func() {
-			signals <- ch
-			return func() {}
-		},
-	}
-	done := make(chan int, 1)
-	go func() { done <- c.Run(t.Context(), []string{"apply", "-auto-approve", dir}) }()
-	ch := <-signals // apply is about to start the run; the socket shows when it serves
+	dir := writeConfig(t, map[string]string{"main.wf.hcl": napConfig})
+	a := startApply(t, dir) // apply is about to start the run; the socket shows when it serves
 
 	watched := make(chan result, 1)
 	go func() { watched <- wf(t, "watch", dir) }()
@@ -430,8 +430,8 @@ func TestWatchFollowsApply(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	time.Sleep(200 * time.Millisecond)
-	ch <- syscall.SIGINT
-	if code := <-done; code != 130 {
+	a.signals <- syscall.SIGINT
+	if code := <-a.done; code != 130 {
 		t.Errorf("apply: exit %d, want 130", code)
 	}
 	select {

@@ -264,6 +264,68 @@ func dirArg(fs *flag.FlagSet, positional []string) (string, error) {
 	}
 }
 
+// parseDir parses the flags of a command whose only positional argument is
+// an optional DIR (default ".") and returns that argument.
+func parseDir(fs *flag.FlagSet, args []string) (string, error) {
+	positional, err := parseArgs(fs, args)
+	if err != nil {
+		return "", err
+	}
+	return dirArg(fs, positional)
+}
+
+// parseConfigDir is parseDir for a DIR that must be an existing
+// directory. It returns DIR as typed, which keeps the file names in
+// diagnostics short, and its absolute path.
+func parseConfigDir(fs *flag.FlagSet, args []string) (dir, abs string, err error) {
+	dir, err = parseDir(fs, args)
+	if err != nil {
+		return "", "", err
+	}
+	abs, err = absDir(dir)
+	if err != nil {
+		return "", "", err
+	}
+	return dir, abs, nil
+}
+
+// parseInstance parses the flags of a command whose positional arguments
+// are an INSTANCE address (WORKFLOW/KEY) followed by at most maxRest more,
+// and returns the address split and the arguments after it.
+func parseInstance(fs *flag.FlagSet, args []string, maxRest int) (workflow, key string, rest []string, err error) {
+	positional, err := parseArgs(fs, args)
+	if err != nil {
+		return "", "", nil, err
+	}
+	if len(positional) == 0 {
+		// The flag set is named after the command: "wf state show".
+		return "", "", nil, usageErr(fs, "%s needs an INSTANCE address", fs.Name())
+	}
+	rest = positional[1:]
+	if len(rest) > maxRest {
+		return "", "", nil, usageErr(fs, "too many arguments: %s", strings.Join(rest[maxRest:], " "))
+	}
+	workflow, key, err = splitInstance(positional[0])
+	if err != nil {
+		return "", "", nil, err
+	}
+	return workflow, key, rest, nil
+}
+
+// parseInstanceDir parses `INSTANCE [DIR]` (DIR defaults to ".").
+func parseInstanceDir(fs *flag.FlagSet, args []string) (workflow, key, dir string, err error) {
+	workflow, key, rest, err := parseInstance(fs, args, 1)
+	if err != nil {
+		return "", "", "", err
+	}
+	// rest holds at most one argument, so dirArg only supplies the default.
+	dir, err = dirArg(fs, rest)
+	if err != nil {
+		return "", "", "", err
+	}
+	return workflow, key, dir, nil
+}
+
 // absDir resolves a configuration directory and checks that it exists.
 func absDir(dir string) (string, error) {
 	abs, err := filepath.Abs(dir)

@@ -29,6 +29,12 @@ func (f *commonFlags) register(fs *flag.FlagSet) {
 	f.registerState(fs)
 }
 
+// loadOptions are the options for loading the configuration that the flags
+// select, seen from the environment env.
+func (f *commonFlags) loadOptions(env []string) config.LoadOptions {
+	return config.LoadOptions{Vars: f.vars, VarFiles: f.varFiles, Env: env}
+}
+
 // registerState registers the flags of commands that read state but not the
 // configuration.
 func (f *commonFlags) registerState(fs *flag.FlagSet) {

@@ -27,11 +27,7 @@ func (cmd *FmtCommand) Run(_ context.Context, args []string) error {
 		"Rewrite every *.wf.hcl and *.auto.wfvars file in DIR (default \".\", not\nrecursive) in the canonical format and list the files it changed. With a\nFILE, format only that file; with -, format stdin to stdout.")
 	fs.BoolVar(&cmd.check, "check", false, "write nothing; list the files that are not formatted and exit 1 if there are any")
 	fs.BoolVar(&cmd.noColor, "no-color", false, "disable colour in diagnostics")
-	positional, err := parseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	target, err := dirArg(fs, positional)
+	target, err := parseDir(fs, args)
 	if err != nil {
 		return err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/wf-engine/wf/config"
 	"github.com/wf-engine/wf/planner"
 )
 
@@ -20,18 +19,11 @@ func (cmd *GraphCommand) Run(_ context.Context, args []string) error {
 	fs := c.newFlagSet("graph", "wf graph [options] [DIR]",
 		"Print the activity graph of the configuration in DIR as Graphviz DOT,\ne.g. wf graph | dot -Tsvg > graph.svg")
 	cmd.flags.register(fs)
-	positional, err := parseArgs(fs, args)
+	dir, _, err := parseConfigDir(fs, args)
 	if err != nil {
 		return err
 	}
-	dir, err := dirArg(fs, positional)
-	if err != nil {
-		return err
-	}
-	if _, err := absDir(dir); err != nil {
-		return err
-	}
-	cfg, err := c.loadConfig(dir, config.LoadOptions{Vars: cmd.flags.vars, VarFiles: cmd.flags.varFiles, Env: c.Environ}, cmd.flags.noColor)
+	cfg, err := c.loadConfig(dir, cmd.flags.loadOptions(c.Environ), cmd.flags.noColor)
 	if err != nil {
 		return err
 	}

@@ -31,34 +31,24 @@ func (cmd *HistoryCommand) Run(_ context.Context, args []string) error {
 		"Show the attempt log of INSTANCE (e.g. order/order-1001), or of one of its\nactivities (NAME or activity.NAME): number, start, end, duration,\noutcome, error, and the wait before the next attempt.")
 	cmd.flags.registerState(fs)
 	fs.BoolVar(&cmd.json, "json", false, "print one JSON object per attempt")
-	positional, err := parseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(positional) == 0 {
-		return usageErr(fs, "wf history needs an INSTANCE address")
-	}
-	if len(positional) > 3 {
-		return usageErr(fs, "too many arguments: %s", strings.Join(positional[3:], " "))
-	}
-	wf, key, err := splitInstance(positional[0])
+	wf, key, rest, err := parseInstance(fs, args, 2)
 	if err != nil {
 		return err
 	}
 	activity, dir := "", "."
-	switch len(positional) {
-	case 2:
-		if isActivityArg(positional[1]) {
-			activity = positional[1]
+	switch len(rest) {
+	case 1:
+		if isActivityArg(rest[0]) {
+			activity = rest[0]
 		} else {
-			dir = positional[1]
+			dir = rest[0]
 		}
-	case 3:
-		activity, dir = positional[1], positional[2]
+	case 2:
+		activity, dir = rest[0], rest[1]
 	}
 	activity = strings.TrimPrefix(activity, "activity.")
 
-	store, _, err := c.openState(&cmd.flags, dir, "wf history", true)
+	store, err := c.openState(&cmd.flags, dir, "wf history", true)
 	if err != nil {
 		return err
 	}

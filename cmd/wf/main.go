@@ -4,6 +4,16 @@
 //
 // This package holds flags and wiring only; every command is a type with its
 // own flag.FlagSet and a Run(ctx, args) method.
+//
+// Flags take one dash or two (-no-color, --no-color) and may come before or
+// after the positional arguments: `wf plan -no-color examples/x` and
+// `wf plan examples/x -no-color` are the same. A "--" ends the flags; what
+// follows is positional even when it starts with a dash.
+//
+// Exit codes: 0 success; 1 an error or a failed workflow; 2 from
+// `wf plan -detailed-exitcode` when the plan has changes; 130 when wf apply
+// was interrupted or detached (the state is saved and the next apply
+// resumes).
 package main
 
 import (

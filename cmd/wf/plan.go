@@ -31,15 +31,8 @@ func (cmd *PlanCommand) Run(_ context.Context, args []string) error {
 	fs.StringVar(&cmd.out, "out", "", "save the plan to `FILE`; wf apply FILE runs exactly that plan")
 	fs.BoolVar(&cmd.detailedExitCode, "detailed-exitcode", false, "exit 2 when the plan has changes (0 when none, 1 on error)")
 	fs.Var(&cmd.replace, "replace", "re-run `activity.NAME` (or WORKFLOW.activity.NAME) even if it succeeded (repeatable)")
-	positional, err := parseArgs(fs, args)
+	dir, _, err := parseConfigDir(fs, args)
 	if err != nil {
-		return err
-	}
-	dir, err := dirArg(fs, positional)
-	if err != nil {
-		return err
-	}
-	if _, err := absDir(dir); err != nil {
 		return err
 	}
 	varFiles, err := absPaths(cmd.flags.varFiles)
@@ -48,7 +41,7 @@ func (cmd *PlanCommand) Run(_ context.Context, args []string) error {
 	}
 	env := wfVarEnv(c.Environ)
 	// The directory as typed keeps diagnostics' filenames short.
-	cfg, err := c.loadConfig(dir, config.LoadOptions{Vars: cmd.flags.vars, VarFiles: cmd.flags.varFiles, Env: c.Environ}, cmd.flags.noColor)
+	cfg, err := c.loadConfig(dir, cmd.flags.loadOptions(c.Environ), cmd.flags.noColor)
 	if err != nil {
 		return err
 	}

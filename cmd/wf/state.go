@@ -61,25 +61,25 @@ func (cmd *StateCommand) Run(ctx context.Context, args []string) error {
 
 // openState opens the existing state of the configuration in dir. It never
 // creates a state directory: reading commands have nothing to read there.
-func (c *CLI) openState(flags *commonFlags, dir, command string, readOnly bool) (*statefile.Store, string, error) {
+func (c *CLI) openState(flags *commonFlags, dir, command string, readOnly bool) (*statefile.Store, error) {
 	abs, err := absDir(dir)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	stateDir, err := c.resolveStateDir(flags, abs)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	if _, err := os.Stat(stateDir); errors.Is(err, fs.ErrNotExist) {
-		return nil, stateDir, fmt.Errorf("%w in %s: wf apply creates it", errNoState, stateDir)
+		return nil, fmt.Errorf("%w in %s: wf apply creates it", errNoState, stateDir)
 	} else if err != nil {
-		return nil, stateDir, fmt.Errorf("open state: %w", err)
+		return nil, fmt.Errorf("open state: %w", err)
 	}
 	store, err := statefile.Open(stateDir, statefile.Options{Command: command, ReadOnly: readOnly})
 	if err != nil {
-		return nil, stateDir, err // names the state directory, or the holder of its lock
+		return nil, err // names the state directory, or the holder of its lock
 	}
-	return store, stateDir, nil
+	return store, nil
 }
 
 // StateListCommand lists the instances in state.
@@ -94,15 +94,11 @@ func (cmd *StateListCommand) Run(_ context.Context, args []string) error {
 	fs := c.newFlagSet("state list", "wf state list [options] [DIR]",
 		"List every workflow instance in the state, one address per line, with a\nsummary of its activities' statuses.")
 	cmd.flags.registerState(fs)
-	positional, err := parseArgs(fs, args)
+	dir, err := parseDir(fs, args)
 	if err != nil {
 		return err
 	}
-	dir, err := dirArg(fs, positional)
-	if err != nil {
-		return err
-	}
-	store, _, err := c.openState(&cmd.flags, dir, "wf state list", true)
+	store, err := c.openState(&cmd.flags, dir, "wf state list", true)
 	if errors.Is(err, errNoState) {
 		return nil // nothing applied yet: nothing to list
 	}
@@ -172,22 +168,11 @@ func (cmd *StateShowCommand) Run(_ context.Context, args []string) error {
 	fs := c.newFlagSet("state show", "wf state show [options] INSTANCE [DIR]",
 		"Show every activity of INSTANCE (e.g. order/order-1001): status,\ngeneration, attempts, idempotency key, pending timer, outputs and last\nerror.")
 	cmd.flags.registerState(fs)
-	positional, err := parseArgs(fs, args)
+	wf, key, dir, err := parseInstanceDir(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(positional) == 0 {
-		return usageErr(fs, "wf state show needs an INSTANCE address")
-	}
-	dir, err := dirArg(fs, positional[1:])
-	if err != nil {
-		return err
-	}
-	wf, key, err := splitInstance(positional[0])
-	if err != nil {
-		return err
-	}
-	store, _, err := c.openState(&cmd.flags, dir, "wf state show", true)
+	store, err := c.openState(&cmd.flags, dir, "wf state show", true)
 	if err != nil {
 		return err
 	}
@@ -239,7 +224,7 @@ func writeInstance(w io.Writer, inst *record.Instance, acts map[string]*record.A
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintf(tw, "  status\t%s\n", a.Status)
 		if a.FailReason != "" {
-			fmt.Fprintf(tw, "  reason\t%s\n", strings.ReplaceAll(a.FailReason, "_", " "))
+			fmt.Fprintf(tw, "  reason\t%s\n", fmtReason(a.FailReason))
 		}
 		fmt.Fprintf(tw, "  generation\t%d\n", a.Generation)
 		fmt.Fprintf(tw, "  attempts\t%d\n", a.Attempts)
@@ -313,22 +298,11 @@ func (cmd *StateRmCommand) Run(_ context.Context, args []string) error {
 	fs := c.newFlagSet("state rm", "wf state rm [options] INSTANCE [DIR]",
 		"Remove INSTANCE (e.g. order/order-1001) with its activities, attempts and\ntimers from the state; the next wf apply runs it from scratch.")
 	cmd.flags.registerState(fs)
-	positional, err := parseArgs(fs, args)
+	wf, key, dir, err := parseInstanceDir(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(positional) == 0 {
-		return usageErr(fs, "wf state rm needs an INSTANCE address")
-	}
-	dir, err := dirArg(fs, positional[1:])
-	if err != nil {
-		return err
-	}
-	wf, key, err := splitInstance(positional[0])
-	if err != nil {
-		return err
-	}
-	store, _, err := c.openState(&cmd.flags, dir, "wf state rm", false)
+	store, err := c.openState(&cmd.flags, dir, "wf state rm", false)
 	if err != nil {
 		return err
 	}

@@ -23,22 +23,11 @@ func (cmd *ValidateCommand) Run(_ context.Context, args []string) error {
 	fs := c.newFlagSet("validate", "wf validate [options] [DIR]",
 		"Check that the configuration in DIR (default \".\") is valid: syntax,\nattributes, references, durations, retry policies and dependency cycles.")
 	cmd.flags.register(fs)
-	positional, err := parseArgs(fs, args)
+	dir, _, err := parseConfigDir(fs, args)
 	if err != nil {
 		return err
 	}
-	dir, err := dirArg(fs, positional)
-	if err != nil {
-		return err
-	}
-	if _, err := absDir(dir); err != nil {
-		return err
-	}
-	cfg, diags := config.Load(dir, config.LoadOptions{
-		Vars:     cmd.flags.vars,
-		VarFiles: cmd.flags.varFiles,
-		Env:      c.Environ,
-	})
+	cfg, diags := config.Load(dir, cmd.flags.loadOptions(c.Environ))
 	if cfg != nil && !diags.HasErrors() {
 		selected, err := selectWorkflow(cfg, cmd.flags.workflow)
 		if err != nil {

@@ -66,20 +66,12 @@ func (v *plainView) lines(batch []event.Event) []string {
 	var out []string
 	for i := 0; i < len(batch); i++ {
 		e := batch[i]
-		if e.Budget != nil {
-			if w := v.budgetWarning(e.Budget); w != "" {
-				out = append(out, w)
-			}
-		}
+		out = v.appendBudgetWarning(out, e.Budget)
 		var line string
 		if e.Type == event.AttemptFailed && i+1 < len(batch) && batch[i+1].Type == event.RetryScheduled &&
 			batch[i+1].Instance == e.Instance && batch[i+1].Activity == e.Activity {
 			next := batch[i+1]
-			if next.Budget != nil {
-				if w := v.budgetWarning(next.Budget); w != "" {
-					out = append(out, w)
-				}
-			}
+			out = v.appendBudgetWarning(out, next.Budget)
 			line = fmtAttemptFailed(e) + "; " + fmtRetry(next)
 			i++
 		} else {
@@ -134,14 +126,19 @@ func orInstance(e event.Event) string {
 	return e.Instance
 }
 
-// budgetWarning warns once per budget when its usage passes 80%.
-func (v *plainView) budgetWarning(b *event.BudgetUsage) string {
-	if b.MaxRetries <= 0 || v.warned[b.Name] || b.Used*100 <= b.MaxRetries*80 {
-		return ""
+// appendBudgetWarning warns once per budget when its usage passes 80%. b
+// is nil for events that do not concern a budget.
+func (v *plainView) appendBudgetWarning(out []string, b *event.BudgetUsage) []string {
+	if b == nil || b.MaxRetries <= 0 || v.warned[b.Name] || b.Used*100 <= b.MaxRetries*80 {
+		return out
 	}
 	v.warned[b.Name] = true
-	return fmt.Sprintf("warning: retry budget %s is at %d/%d retries per %s",
-		b.Name, b.Used, b.MaxRetries, fmtDuration(time.Duration(b.WindowMs)*time.Millisecond))
+	return append(out, fmt.Sprintf("warning: retry budget %s is at %s", b.Name, fmtBudgetUsage(b)))
+}
+
+// fmtBudgetUsage is the "9/10 retries per 1m0s" of a budget.
+func fmtBudgetUsage(b *event.BudgetUsage) string {
+	return fmt.Sprintf("%d/%d retries per %s", b.Used, b.MaxRetries, fmtDuration(ms(b.WindowMs)))
 }
 
 func fmtPlan(e event.Event) string {
@@ -166,11 +163,7 @@ func fmtAttemptStarted(e event.Event) string {
 }
 
 func fmtAttemptSucceeded(e event.Event) string {
-	s := fmt.Sprintf("%s: attempt %d succeeded", e.Activity, e.Attempt)
-	if e.DurationMs != nil {
-		s += " in " + fmtDuration(ms(*e.DurationMs))
-	}
-	return s
+	return fmt.Sprintf("%s: attempt %d succeeded", e.Activity, e.Attempt) + inMs(e.DurationMs)
 }
 
 func fmtAttemptFailed(e event.Event) string {
@@ -179,10 +172,7 @@ func fmtAttemptFailed(e event.Event) string {
 
 // fmtRetry is the "retry 2 in 1s" part of a retry_scheduled event.
 func fmtRetry(e event.Event) string {
-	s := fmt.Sprintf("retry %d", e.Attempt)
-	if e.DelayMs != nil {
-		s += " in " + fmtDuration(ms(*e.DelayMs))
-	}
+	s := fmt.Sprintf("retry %d", e.Attempt) + inMs(e.DelayMs)
 	switch e.DelaySource {
 	case "server":
 		s += " (server asked)"
@@ -209,8 +199,7 @@ func fmtTimerRecovered(e event.Event, now time.Time) string {
 func fmtBudgetWait(e event.Event) string {
 	s := fmt.Sprintf("%s: retry budget", e.Activity)
 	if e.Budget != nil {
-		s += fmt.Sprintf(" %s exhausted (%d/%d retries per %s)", e.Budget.Name, e.Budget.Used, e.Budget.MaxRetries,
-			fmtDuration(time.Duration(e.Budget.WindowMs)*time.Millisecond))
+		s += fmt.Sprintf(" %s exhausted (%s)", e.Budget.Name, fmtBudgetUsage(e.Budget))
 	} else {
 		s += " exhausted"
 	}
@@ -222,17 +211,13 @@ func fmtBudgetWait(e event.Event) string {
 }
 
 func fmtActivitySucceeded(e event.Event) string {
-	s := fmt.Sprintf("%s: succeeded after %d %s", e.Activity, e.Attempt, plural(e.Attempt, "attempt", "attempts"))
-	if e.DurationMs != nil {
-		s += " in " + fmtDuration(ms(*e.DurationMs))
-	}
-	return s
+	return fmtActivityEnd(e, "succeeded") + inMs(e.DurationMs)
 }
 
 func fmtActivityFailed(e event.Event) string {
-	s := fmt.Sprintf("%s: failed after %d %s", e.Activity, e.Attempt, plural(e.Attempt, "attempt", "attempts"))
+	s := fmtActivityEnd(e, "failed")
 	if e.Reason != "" {
-		s += " (" + strings.ReplaceAll(e.Reason, "_", " ") + ")"
+		s += " (" + fmtReason(e.Reason) + ")"
 	}
 	if e.Error != nil {
 		s += ": " + errType(e.Error)
@@ -243,12 +228,20 @@ func fmtActivityFailed(e event.Event) string {
 	return s
 }
 
+// fmtActivityEnd is "activity.x: succeeded after 3 attempts".
+func fmtActivityEnd(e event.Event, how string) string {
+	return fmt.Sprintf("%s: %s after %d %s", e.Activity, how, e.Attempt, plural(e.Attempt, "attempt", "attempts"))
+}
+
+// fmtReason turns a reason code (max_attempts) into words (max attempts).
+func fmtReason(reason string) string { return strings.ReplaceAll(reason, "_", " ") }
+
 func fmtActivitySkipped(e event.Event) string {
 	if e.Reason == event.ReasonUpstreamFailed {
 		return e.Activity + ": skipped (an upstream activity failed)"
 	}
 	if e.Reason != "" {
-		return e.Activity + ": skipped (" + strings.ReplaceAll(e.Reason, "_", " ") + ")"
+		return e.Activity + ": skipped (" + fmtReason(e.Reason) + ")"
 	}
 	return e.Activity + ": skipped"
 }
@@ -293,6 +286,14 @@ func errType(e *event.Error) string {
 }
 
 func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+
+// inMs is " in 1.5s" for a duration in milliseconds, "" for none.
+func inMs(v *int64) string {
+	if v == nil {
+		return ""
+	}
+	return " in " + fmtDuration(ms(*v))
+}
 
 // fmtDuration prints short, human durations: 250ms, 1s, 1.5s, 2m0s.
 func fmtDuration(d time.Duration) string {

@@ -24,15 +24,7 @@ func (cmd *WatchCommand) Run(ctx context.Context, args []string) error {
 	fs := c.newFlagSet("watch", "wf watch [options] [DIR]",
 		"Show the dashboard of the wf apply running on the state of DIR (default\n\".\"). q and Ctrl-C only close the view; r fires the selected pending retry.")
 	cmd.flags.registerState(fs)
-	positional, err := parseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	dir, err := dirArg(fs, positional)
-	if err != nil {
-		return err
-	}
-	abs, err := absDir(dir)
+	dir, abs, err := parseConfigDir(fs, args)
 	if err != nil {
 		return err
 	}

@@ -124,8 +124,9 @@ type Options struct {
 	// the first MaxOutput bytes are kept; the rest is discarded as it
 	// arrives.
 	MaxOutput int64
-	// TempDir is where per-attempt directories for $WF_OUTPUT_FILE and
-	// $WF_ERROR_FILE are created; os.TempDir() when empty.
+	// TempDir is where the Runner creates its directory for the
+	// per-attempt $WF_OUTPUT_FILE and $WF_ERROR_FILE paths (on the first
+	// exec attempt; Close removes it); os.TempDir() when empty.
 	TempDir string
 	// BaseEnv is the environment every exec activity starts from; the
 	// process environment (os.Environ, read once by NewRunner) when nil.
@@ -137,7 +138,8 @@ type Options struct {
 	WaitDelay time.Duration
 }
 
-// Runner runs exec and http attempts. It is safe for concurrent use.
+// Runner runs exec and http attempts. It is safe for concurrent use. Call
+// Close once it is no longer needed, to remove its attempt directory.
 type Runner struct {
 	now       func() time.Time
 	maxOutput int64
@@ -147,6 +149,10 @@ type Runner struct {
 	// clients are indexed by [insecure_skip_verify][don't follow
 	// redirects]; built once so connections are reused across attempts.
 	clients [2][2]*http.Client
+
+	// shared holds what every exec attempt reuses instead of creating it
+	// per attempt: see exec.go.
+	shared execShared
 }
 
 // NewRunner returns a Runner with opts' defaults filled in.
@@ -172,6 +178,18 @@ func NewRunner(opts Options) *Runner {
 	}
 	r.clients = newHTTPClients(opts.HTTPClient)
 	return r
+}
+
+// Close removes the Runner's attempt directory (with any output or error
+// file a stray background process wrote after its attempt ended) and
+// releases what exec attempts share. It waits for exec attempts still in
+// flight. The Runner stays usable: a later exec attempt sets things up
+// again.
+func (r *Runner) Close() error {
+	if err := r.shared.close(); err != nil {
+		return fmt.Errorf("close activity runner: %w", err)
+	}
+	return nil
 }
 
 // Run performs one attempt. It never panics: a panic inside is reported as

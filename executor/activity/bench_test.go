@@ -9,10 +9,12 @@ import (
 )
 
 // BenchmarkExecTrue measures one exec attempt of `true` end to end: PATH
-// lookup, attempt directory and files, process group, capture, cleanup.
+// lookup (cached), attempt file paths, process group, capture, output-file
+// read and cleanup.
 // Compare with BenchmarkRawSpawnTrue for the runner's own overhead.
 func BenchmarkExecTrue(b *testing.B) {
 	r := NewRunner(Options{BaseEnv: testEnv(), TempDir: b.TempDir()})
+	b.Cleanup(func() { _ = r.Close() })
 	req := Request{
 		Workflow: "bench", Instance: "default", Activity: "true", Attempt: 1,
 		IdempotencyKey: "wf1-bench",

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+	"syscall"
 	"unicode/utf8"
 )
 
@@ -51,15 +52,20 @@ func (c *capBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// readChunk is the read size of ReadFrom. os/exec copies each stream with
-// io.Copy, whose default 32 KiB buffer per stream dominated the allocations
-// of a short exec attempt.
-const readChunk = 8 << 10
+// firstChunk and readChunk bound the read size of ReadFrom. os/exec copies
+// each stream with io.Copy, whose default 32 KiB buffer per stream
+// dominated the allocations of a short exec attempt; most activities print
+// little, so the buffer starts small and doubles up to readChunk only while
+// reads fill it.
+const (
+	firstChunk = 512
+	readChunk  = 8 << 10
+)
 
 // ReadFrom copies r into the buffer until EOF, with a smaller buffer than
 // io.Copy's default.
 func (c *capBuffer) ReadFrom(r io.Reader) (int64, error) {
-	buf := make([]byte, readChunk)
+	buf := make([]byte, firstChunk)
 	var n int64
 	for {
 		m, err := r.Read(buf)
@@ -72,6 +78,9 @@ func (c *capBuffer) ReadFrom(r io.Reader) (int64, error) {
 		}
 		if err != nil {
 			return n, err
+		}
+		if m == len(buf) && len(buf) < readChunk {
+			buf = make([]byte, 2*len(buf))
 		}
 	}
 }
@@ -104,15 +113,16 @@ func (c *capBuffer) truncationNote(name string) string {
 // errTooLarge reports a file larger than the cap.
 var errTooLarge = errors.New("file too large")
 
-// readCapped reads a whole file of at most max bytes; a missing file reads
-// as empty. A larger file yields
-// errTooLarge without reading more than max+1 bytes.
-func readCapped(path string, max int64) ([]byte, error) {
+// takeFile reads a whole file of at most max bytes and removes it, so
+// that nothing an attempt wrote outlives the attempt. A missing file reads
+// as empty: the activity wrote nothing (or removed what it wrote). A larger
+// file yields errTooLarge without reading more than max+1 bytes.
+func takeFile(path string, max int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		// The activity removed the file: the same as leaving it empty.
 		return nil, nil
 	}
+	defer removeFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
@@ -125,6 +135,19 @@ func readCapped(path string, max int64) ([]byte, error) {
 		return nil, fmt.Errorf("read %s: %w (more than %d bytes)", path, errTooLarge, max)
 	}
 	return b, nil
+}
+
+// removeFile removes what an attempt left at path, if anything. Errors are
+// ignored: Runner.Close removes the whole directory anyway.
+func removeFile(path string) {
+	// One unlink is the common case (a file, or nothing); os.Remove and
+	// os.RemoveAll would try rmdir as well after ENOENT.
+	err := syscall.Unlink(path)
+	if err == nil || errors.Is(err, syscall.ENOENT) {
+		return
+	}
+	// The activity made a directory there, or something stranger.
+	_ = os.RemoveAll(path)
 }
 
 // firstBytes returns at most n bytes of b as valid UTF-8, without cutting a

@@ -44,34 +44,22 @@ func (r *Runner) runExec(ctx context.Context, req Request) (any, *Failure) {
 		return out, &Failure{Type: TypeInvalidSpec, Message: err.Error(), NonRetryable: true}
 	}
 
-	// A fresh directory per attempt: a file left behind by attempt n must
-	// never be read as the output of attempt n+1.
-	tmp, err := os.MkdirTemp(r.tempDir, "wf-attempt-*")
+	// The attempt's files are fresh paths in the Runner's directory: a file
+	// left behind by attempt n can never be read as the output of attempt
+	// n+1 (see execShared).
+	files, err := r.shared.acquire(r.tempDir)
 	if err != nil {
-		return out, &Failure{Type: TypeExecStart, Message: fmt.Sprintf("create attempt directory: %v", err)}
+		return out, &Failure{Type: TypeExecStart, Message: err.Error()}
 	}
-	defer os.RemoveAll(tmp)
-	outputFile := filepath.Join(tmp, "output.json")
-	errorFile := filepath.Join(tmp, "error.json")
-	for _, p := range []string{outputFile, errorFile} {
-		if err := os.WriteFile(p, nil, 0o600); err != nil {
-			return out, &Failure{Type: TypeExecStart, Message: fmt.Sprintf("create %s: %v", filepath.Base(p), err)}
-		}
-	}
+	defer r.shared.release()
 
-	// The child's chdir error is indistinguishable from a missing program
-	// (both ENOENT), so the directory is checked first.
-	if spec.Dir != "" {
-		if fi, err := os.Stat(spec.Dir); err != nil {
-			return out, &Failure{Type: TypeExecStart, Message: fmt.Sprintf("working directory: %v", err)}
-		} else if !fi.IsDir() {
-			return out, &Failure{Type: TypeExecStart, Message: fmt.Sprintf("working directory %s is not a directory", spec.Dir)}
-		}
-	}
-
-	env := r.execEnv(req, spec, outputFile, errorFile)
-	path, err := lookPath(argv[0], envValue(env, "PATH"), spec.Dir)
+	env := r.execEnv(req, spec, files.output, files.error)
+	pathEnv := envValue(env, "PATH")
+	path, cached, err := r.shared.lookPath(argv[0], pathEnv, spec.Dir)
 	if err != nil {
+		if f := dirFailure(spec.Dir); f != nil {
+			return out, f
+		}
 		return out, &Failure{Type: TypeExecNotFound, Message: err.Error()}
 	}
 
@@ -79,21 +67,55 @@ func (r *Runner) runExec(ctx context.Context, req Request) (any, *Failure) {
 	defer cancel()
 
 	stdout, stderr := newCapBuffer(r.maxOutput), newCapBuffer(r.maxOutput)
-	cmd := exec.CommandContext(actx, path)
-	cmd.Args = argv
-	cmd.Env = env
-	cmd.Dir = spec.Dir
-	cmd.Stdout = stdout
-	cmd.Stderr = stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return killGroup(cmd.Process.Pid) }
-	// Without WaitDelay a grandchild that inherited stdout would keep Wait
-	// blocked until it exits, even after the leader is gone.
-	cmd.WaitDelay = r.waitDelay
-
-	if err := cmd.Start(); err != nil {
-		return out, startFailure(argv[0], err)
+	newCmd := func(path string) *exec.Cmd {
+		cmd := exec.CommandContext(actx, path)
+		cmd.Args = argv
+		cmd.Env = env
+		cmd.Dir = spec.Dir
+		cmd.Stdin = files.stdin
+		cmd.Stdout = stdout
+		cmd.Stderr = stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.Cancel = func() error { return killGroup(cmd.Process.Pid) }
+		// Without WaitDelay a grandchild that inherited stdout would keep
+		// Wait blocked until it exits, even after the leader is gone.
+		cmd.WaitDelay = r.waitDelay
+		return cmd
 	}
+	cmd := newCmd(path)
+	if err := cmd.Start(); err != nil {
+		r.shared.forget(argv[0], pathEnv, spec.Dir)
+		// A cached program may have been removed or moved since it was
+		// looked up: look again, and try once more if it is elsewhere now.
+		if cached {
+			if fresh, _, lerr := r.shared.lookPath(argv[0], pathEnv, spec.Dir); lerr == nil && fresh != path {
+				cmd = newCmd(fresh)
+				err = cmd.Start()
+			}
+		}
+		if err != nil {
+			r.shared.forget(argv[0], pathEnv, spec.Dir)
+			// The child's chdir error is indistinguishable from a missing
+			// program (both ENOENT), so the directory is checked, only
+			// now that something failed.
+			if f := dirFailure(spec.Dir); f != nil {
+				return out, f
+			}
+			return out, startFailure(argv[0], err)
+		}
+	}
+	// The process may have written either file; neither may outlive the
+	// attempt. takeFile removes what it reads; this catches the error file
+	// of a successful attempt and the files of an attempt whose wait failed.
+	outputTaken, errorTaken := false, false
+	defer func() {
+		if !outputTaken {
+			removeFile(files.output)
+		}
+		if !errorTaken {
+			removeFile(files.error)
+		}
+	}()
 	waitErr := cmd.Wait()
 
 	out.Stdout = string(stdout.Bytes())
@@ -105,7 +127,8 @@ func (r *Runner) runExec(ctx context.Context, req Request) (any, *Failure) {
 	out.ExitCode = state.ExitCode()
 	notes := joinNotes(stdout.truncationNote("stdout"), stderr.truncationNote("stderr"))
 
-	fileResult, fileErr := readOutputFile(outputFile, r.maxOutput)
+	fileResult, fileErr := readOutputFile(files.output, r.maxOutput)
+	outputTaken = true
 	if fileErr == nil && fileResult == nil {
 		out.Result = parseJSONResult(stdout.Bytes(), stdout.Truncated())
 	} else {
@@ -145,7 +168,8 @@ func (r *Runner) runExec(ctx context.Context, req Request) (any, *Failure) {
 	if msg == "" {
 		msg = "exit status " + strconv.Itoa(code)
 	}
-	ef, efErr := readErrorFile(errorFile, r.maxOutput)
+	ef, efErr := readErrorFile(files.error, r.maxOutput)
+	errorTaken = true
 	switch {
 	case efErr != nil:
 		return out, &Failure{Type: "exit:" + strconv.Itoa(code), Message: joinNotes(msg, "ignored malformed $WF_ERROR_FILE: "+efErr.Error(), notes)}
@@ -258,6 +282,22 @@ func checkExecutable(path string) error {
 	return nil
 }
 
+// dirFailure reports a working directory that does not exist or is not a
+// directory; nil when dir is fine or empty (wf's own).
+func dirFailure(dir string) *Failure {
+	if dir == "" {
+		return nil
+	}
+	fi, err := os.Stat(dir)
+	switch {
+	case err != nil:
+		return &Failure{Type: TypeExecStart, Message: fmt.Sprintf("working directory: %v", err)}
+	case !fi.IsDir():
+		return &Failure{Type: TypeExecStart, Message: fmt.Sprintf("working directory %s is not a directory", dir)}
+	}
+	return nil
+}
+
 // startFailure types an error from cmd.Start.
 func startFailure(name string, err error) *Failure {
 	for _, errno := range []syscall.Errno{syscall.ENOENT, syscall.EACCES, syscall.ENOEXEC, syscall.ENOTDIR, syscall.EISDIR} {
@@ -285,10 +325,10 @@ func stderrNote(tail string) string {
 	return "stderr: " + tail
 }
 
-// readOutputFile returns the JSON in $WF_OUTPUT_FILE, nil when the activity
-// left it empty, or an error when it is invalid or too large.
+// readOutputFile returns the JSON in $WF_OUTPUT_FILE (and removes the
+// file), nil when the activity did not write it or left it empty, or an error when it is invalid or too large.
 func readOutputFile(path string, max int64) (json.RawMessage, error) {
-	b, err := readCapped(path, max)
+	b, err := takeFile(path, max)
 	if err != nil {
 		if errors.Is(err, errTooLarge) {
 			return nil, fmt.Errorf("$WF_OUTPUT_FILE: %w", errTooLarge)
@@ -315,11 +355,12 @@ type errorFileDoc struct {
 	RetryAfter   json.RawMessage `json:"retry_after"`
 }
 
-// readErrorFile returns the failure described by $WF_ERROR_FILE, nil when
-// the activity left it empty, or an error when it is malformed. retry_after
+// readErrorFile returns the failure described by $WF_ERROR_FILE (and
+// removes the file), nil when the activity did not write it or left it
+// empty, or an error when it is malformed. retry_after
 // is a Go duration string ("5s") or a number of seconds.
 func readErrorFile(path string, max int64) (*Failure, error) {
-	b, err := readCapped(path, max)
+	b, err := takeFile(path, max)
 	if err != nil {
 		return nil, err
 	}

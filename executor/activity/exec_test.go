@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/wf-engine/wf/config"
@@ -32,7 +33,17 @@ func newTestRunner(t *testing.T, opts Options) *Runner {
 	if opts.TempDir == "" {
 		opts.TempDir = t.TempDir()
 	}
-	return NewRunner(opts)
+	r := NewRunner(opts)
+	// Every test checks that Close leaves nothing behind.
+	t.Cleanup(func() {
+		if err := r.Close(); err != nil {
+			t.Errorf("close runner: %v", err)
+		}
+		if dirs := attemptDirs(t, opts.TempDir); len(dirs) != 0 {
+			t.Errorf("left in %s after Close: %v", opts.TempDir, dirs)
+		}
+	})
+	return r
 }
 
 // writeScript writes an executable /bin/sh script and returns its path.
@@ -269,8 +280,9 @@ func TestExecEnv(t *testing.T) {
 		Workflow: "order", Instance: "order-1001", Activity: "charge_card", Attempt: 3,
 		IdempotencyKey: "wf1-0123456789abcdef",
 		Spec: &config.Resolved{Exec: &config.ExecSpec{
-			// The script records whether the files exist while it runs.
-			Script: `test -f "$WF_OUTPUT_FILE" && test -f "$WF_ERROR_FILE" && test ! -s "$WF_OUTPUT_FILE" && echo FILES=fresh; env`,
+			// The script records whether its files are fresh (nothing there
+			// yet) and can be written while it runs.
+			Script: `test ! -e "$WF_OUTPUT_FILE" && test ! -e "$WF_ERROR_FILE" && test -d "$(dirname "$WF_OUTPUT_FILE")" && test -w "$(dirname "$WF_OUTPUT_FILE")" && echo FILES=fresh; env`,
 			Env:    map[string]string{"API": "http://127.0.0.1:1/x y", "WF_ATTEMPT": "99", "WF_TEST_BASE": "overridden"},
 			Dir:    dir,
 		}},
@@ -280,13 +292,7 @@ func TestExecEnv(t *testing.T) {
 		t.Fatalf("failure %+v", *res.Failure)
 	}
 	out := decodeOutputs(t, res.Outputs)
-	env := map[string]string{}
-	sc := bufio.NewScanner(strings.NewReader(out["stdout"].(string)))
-	for sc.Scan() {
-		if k, v, ok := strings.Cut(sc.Text(), "="); ok {
-			env[k] = v
-		}
-	}
+	env := parseEnv(out["stdout"].(string))
 	want := map[string]string{
 		"FILES":              "fresh",
 		"WF_IDEMPOTENCY_KEY": "wf1-0123456789abcdef",
@@ -307,26 +313,333 @@ func TestExecEnv(t *testing.T) {
 		t.Error("process environment leaked although BaseEnv was injected")
 	}
 	for _, k := range []string{"WF_OUTPUT_FILE", "WF_ERROR_FILE"} {
-		p := env[k]
-		if !strings.HasPrefix(p, tmp+string(filepath.Separator)) {
+		if p := env[k]; !strings.HasPrefix(p, tmp+string(filepath.Separator)) {
 			t.Errorf("%s = %q, want a file under %s", k, p, tmp)
-		}
-		if _, err := os.Stat(filepath.Dir(p)); !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("attempt directory of %s still exists after Run (stat err %v)", k, err)
 		}
 	}
 	if env["WF_OUTPUT_FILE"] == env["WF_ERROR_FILE"] {
 		t.Error("output and error files are the same file")
 	}
 
-	// Each attempt gets its own files.
+	// Each attempt gets its own paths.
 	res2 := r.Run(context.Background(), req)
-	out2 := decodeOutputs(t, res2.Outputs)
-	if !strings.Contains(out2["stdout"].(string), "FILES=fresh") {
-		t.Errorf("second attempt did not get fresh files: %s", out2["stdout"])
+	env2 := parseEnv(decodeOutputs(t, res2.Outputs)["stdout"].(string))
+	if env2["FILES"] != "fresh" {
+		t.Errorf("second attempt did not get fresh files: %v", env2)
 	}
-	if strings.Contains(out2["stdout"].(string), "WF_OUTPUT_FILE="+env["WF_OUTPUT_FILE"]+"\n") {
-		t.Error("second attempt reused the first attempt's output file")
+	for _, k := range []string{"WF_OUTPUT_FILE", "WF_ERROR_FILE"} {
+		if env2[k] == env[k] {
+			t.Errorf("second attempt reused the first attempt's %s %s", k, env[k])
+		}
+	}
+}
+
+// parseEnv parses the output of env(1).
+func parseEnv(s string) map[string]string {
+	env := map[string]string{}
+	sc := bufio.NewScanner(strings.NewReader(s))
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), "="); ok {
+			env[k] = v
+		}
+	}
+	return env
+}
+
+// attemptDirs lists the Runner directories under tmp and their entries.
+func attemptDirs(t *testing.T, tmp string) map[string][]string {
+	t.Helper()
+	des, err := os.ReadDir(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirs := map[string][]string{}
+	for _, de := range des {
+		if !strings.HasPrefix(de.Name(), "wf-attempts-") {
+			continue
+		}
+		sub, err := os.ReadDir(filepath.Join(tmp, de.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, s := range sub {
+			names = append(names, s.Name())
+		}
+		dirs[de.Name()] = names
+	}
+	return dirs
+}
+
+// waitFile waits until path exists.
+func waitFile(t *testing.T, path string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not appear", path)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// holdRunner starts an attempt that runs until the returned release
+// function is called, so that the Runner's directory stays in use; release
+// returns that attempt's result.
+func holdRunner(t *testing.T, r *Runner, dir string) (release func() Result) {
+	t.Helper()
+	started, stop := filepath.Join(dir, "hold.started"), filepath.Join(dir, "hold.stop")
+	resc := make(chan Result, 1)
+	go func() {
+		resc <- r.Run(context.Background(), scriptReq(dir, `touch "`+started+`"; while [ ! -e "`+stop+`" ]; do sleep 0.01; done; echo '{"held":true}' > "$WF_OUTPUT_FILE"`))
+	}()
+	waitFile(t, started)
+	return func() Result {
+		if err := os.WriteFile(stop, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return <-resc
+	}
+}
+
+// No attempt leaves a file behind, whatever it wrote and however it ended:
+// the files are gone as soon as its Run returns, without touching those of
+// an attempt still running, and Close removes the directory.
+func TestExecAttemptFilesCleanup(t *testing.T) {
+	tests := []struct {
+		name     string
+		script   string
+		wantType string // "" for success
+	}{
+		{name: "nothing written", script: `true`},
+		{name: "output written", script: `echo '{"a":1}' > "$WF_OUTPUT_FILE"`},
+		{name: "error file written on success", script: `echo '{"type":"T"}' > "$WF_ERROR_FILE"`},
+		{name: "both written on failure", script: `echo 1 > "$WF_OUTPUT_FILE"; echo '{"type":"T"}' > "$WF_ERROR_FILE"; exit 1`, wantType: "T"},
+		{name: "invalid output", script: `echo '{' > "$WF_OUTPUT_FILE"`, wantType: TypeOutputInvalidJSON},
+		{name: "output too large", script: `head -c 5000 /dev/zero > "$WF_OUTPUT_FILE"`, wantType: TypeOutputTooLarge},
+		{name: "directories instead of files", script: `mkdir -p "$WF_OUTPUT_FILE/x" "$WF_ERROR_FILE/y"; exit 2`, wantType: "exit:2"},
+		{name: "killed", script: `echo '{"type":"T"}' > "$WF_ERROR_FILE"; echo 1 > "$WF_OUTPUT_FILE"; kill -KILL $$`, wantType: "signal:SIGKILL"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tmp, dir := t.TempDir(), t.TempDir()
+			r := newTestRunner(t, Options{TempDir: tmp, MaxOutput: 1000})
+			release := holdRunner(t, r, dir)
+			res := r.Run(context.Background(), scriptReq(dir, tt.script))
+			switch {
+			case tt.wantType == "" && res.Failure != nil:
+				t.Fatalf("failure %+v", *res.Failure)
+			case tt.wantType != "" && (res.Failure == nil || res.Failure.Type != tt.wantType):
+				t.Fatalf("failure = %+v, want %s", res.Failure, tt.wantType)
+			}
+			dirs := attemptDirs(t, tmp)
+			if len(dirs) != 1 {
+				t.Fatalf("want one runner directory under %s, got %v", tmp, dirs)
+			}
+			for d, entries := range dirs {
+				if len(entries) != 0 {
+					t.Errorf("%s holds %v after the attempt", d, entries)
+				}
+			}
+			// The held attempt's own files still work after the other
+			// attempt ended.
+			held := release()
+			if held.Failure != nil {
+				t.Fatalf("held attempt: %+v", *held.Failure)
+			}
+			if m := decodeOutputs(t, held.Outputs); m["result"] == nil {
+				t.Errorf("held attempt lost its output file: %s", held.Outputs)
+			}
+			for d, entries := range attemptDirs(t, tmp) {
+				if len(entries) != 0 {
+					t.Errorf("%s holds %v after both attempts", d, entries)
+				}
+			}
+			if err := r.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if dirs := attemptDirs(t, tmp); len(dirs) != 0 {
+				t.Errorf("left after Close: %v", dirs)
+			}
+		})
+	}
+}
+
+// What one attempt wrote is never seen by the next, even when the activity
+// is the same and the first attempt's process wrote its files without
+// reading them back.
+func TestExecAttemptFilesDoNotLeak(t *testing.T) {
+	dir := t.TempDir()
+	r := newTestRunner(t, Options{})
+	for _, hold := range []bool{false, true} {
+		var release func() Result
+		if hold {
+			// The same with the directory kept between the two attempts.
+			release = holdRunner(t, r, dir)
+		}
+		// Attempt 1 succeeds with a result and an (ignored) error file.
+		first := r.Run(context.Background(), scriptReq(dir, `echo '{"n":1}' > "$WF_OUTPUT_FILE"; echo '{"type":"Old"}' > "$WF_ERROR_FILE"`))
+		if first.Failure != nil {
+			t.Fatalf("first: %+v", *first.Failure)
+		}
+		if m, _ := decodeOutputs(t, first.Outputs)["result"].(map[string]any); m["n"] != 1.0 {
+			t.Fatalf("first outputs = %s", first.Outputs)
+		}
+		// Attempt 2 writes nothing and fails: no result, no typed error.
+		second := r.Run(context.Background(), scriptReq(dir, `test ! -e "$WF_OUTPUT_FILE" && test ! -e "$WF_ERROR_FILE" && exit 3; exit 4`))
+		if second.Failure == nil || second.Failure.Type != "exit:3" {
+			t.Fatalf("hold %v: second failure = %+v, want exit:3 (fresh files, nothing inherited)", hold, second.Failure)
+		}
+		if m := decodeOutputs(t, second.Outputs); m["result"] != nil {
+			t.Errorf("hold %v: second result = %v, want null", hold, m["result"])
+		}
+		if release != nil {
+			release()
+			_ = os.Remove(filepath.Join(dir, "hold.started"))
+			_ = os.Remove(filepath.Join(dir, "hold.stop"))
+		}
+	}
+}
+
+// Close removes a file that a background process wrote after its attempt
+// ended, and the Runner keeps working after Close.
+func TestExecCloseRemovesLateFiles(t *testing.T) {
+	tmp, dir := t.TempDir(), t.TempDir()
+	done := filepath.Join(dir, "late.done")
+	r := newTestRunner(t, Options{TempDir: tmp, BaseEnv: append(testEnv(), "DONE="+done), WaitDelay: 100 * time.Millisecond})
+	res := r.Run(context.Background(), scriptReq(dir, `(sleep 0.3; echo late > "$WF_OUTPUT_FILE"; touch "$DONE") >/dev/null 2>&1 &`))
+	if res.Failure != nil {
+		t.Fatalf("failure %+v", *res.Failure)
+	}
+	waitFile(t, done)
+	var late int
+	for _, entries := range attemptDirs(t, tmp) {
+		late += len(entries)
+	}
+	if late != 1 {
+		t.Fatalf("want the late output file in the runner directory, found %d files", late)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if dirs := attemptDirs(t, tmp); len(dirs) != 0 {
+		t.Errorf("left after Close: %v", dirs)
+	}
+	if err := r.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+
+	// Usable again: a new directory, files that work.
+	res = r.Run(context.Background(), scriptReq(dir, `echo '{"again":true}' > "$WF_OUTPUT_FILE"`))
+	if res.Failure != nil {
+		t.Fatalf("after Close: %+v", *res.Failure)
+	}
+	if m := decodeOutputs(t, res.Outputs); m["result"] == nil {
+		t.Errorf("after Close: result = null, outputs %s", res.Outputs)
+	}
+}
+
+// Close waits for attempts in flight instead of removing their directory
+// under them.
+func TestExecCloseWaitsForAttempts(t *testing.T) {
+	tmp, dir := t.TempDir(), t.TempDir()
+	r := newTestRunner(t, Options{TempDir: tmp})
+	release := holdRunner(t, r, dir)
+	closed := make(chan error, 1)
+	go func() { closed <- r.Close() }()
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) while an attempt was running", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	held := release()
+	if held.Failure != nil {
+		t.Fatalf("failure %+v", *held.Failure)
+	}
+	if m := decodeOutputs(t, held.Outputs); m["result"] == nil {
+		t.Errorf("result = null: the output file was lost; outputs %s", held.Outputs)
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if dirs := attemptDirs(t, tmp); len(dirs) != 0 {
+		t.Errorf("left after Close: %v", dirs)
+	}
+}
+
+// Resolved program paths are cached, but a program that disappears or moves
+// to another PATH entry is found again.
+func TestExecPathCache(t *testing.T) {
+	dir := t.TempDir()
+	bin1, bin2 := filepath.Join(dir, "bin1"), filepath.Join(dir, "bin2")
+	for _, d := range []string{bin1, bin2} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := newTestRunner(t, Options{BaseEnv: []string{"PATH=" + bin1 + ":" + bin2 + ":" + os.Getenv("PATH")}})
+	req := scriptReq(dir, "")
+	req.Spec.Exec.Script = ""
+	req.Spec.Exec.Command = []string{"wf-cache-tool"}
+	run := func() (string, *Failure) {
+		res := r.Run(context.Background(), req)
+		out, _ := decodeOutputs(t, res.Outputs)["stdout"].(string)
+		return out, res.Failure
+	}
+
+	writeScript(t, bin2, "wf-cache-tool", "echo two")
+	if out, f := run(); f != nil || out != "two\n" {
+		t.Fatalf("first run: %q %+v", out, f)
+	}
+	// Cached: a program installed earlier in PATH is not seen (as with a
+	// shell's command hash) while the cached one still runs.
+	writeScript(t, bin1, "wf-cache-tool", "echo one")
+	if out, f := run(); f != nil || out != "two\n" {
+		t.Fatalf("cached run: %q %+v", out, f)
+	}
+	// The cached program is gone: found again in bin1, same attempt.
+	if err := os.Remove(filepath.Join(bin2, "wf-cache-tool")); err != nil {
+		t.Fatal(err)
+	}
+	if out, f := run(); f != nil || out != "one\n" {
+		t.Fatalf("after removal: %q %+v", out, f)
+	}
+	// Gone everywhere: not found, and found again once it is back.
+	if err := os.Remove(filepath.Join(bin1, "wf-cache-tool")); err != nil {
+		t.Fatal(err)
+	}
+	if _, f := run(); f == nil || f.Type != TypeExecNotFound {
+		t.Fatalf("removed everywhere: failure = %+v, want %s", f, TypeExecNotFound)
+	}
+	writeScript(t, bin2, "wf-cache-tool", "echo back")
+	if out, f := run(); f != nil || out != "back\n" {
+		t.Fatalf("reinstalled: %q %+v", out, f)
+	}
+}
+
+// A working directory that disappears after the program was cached is
+// still reported as a working directory problem.
+func TestExecMissingDirAfterCache(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "work")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := newTestRunner(t, Options{})
+	req := scriptReq(dir, "")
+	req.Spec.Exec.Script = ""
+	req.Spec.Exec.Command = []string{"true"}
+	if res := r.Run(context.Background(), req); res.Failure != nil {
+		t.Fatalf("failure %+v", *res.Failure)
+	}
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	res := r.Run(context.Background(), req)
+	if res.Failure == nil || res.Failure.Type != TypeExecStart || !strings.Contains(res.Failure.Message, "working directory") {
+		t.Fatalf("failure = %+v, want %s about the working directory", res.Failure, TypeExecStart)
 	}
 }
 
@@ -592,28 +905,46 @@ func TestCapBufferReadFrom(t *testing.T) {
 		size int
 		max  int64
 	}{
-		{name: "smaller than a chunk", size: 100, max: 1000},
+		{name: "empty", size: 0, max: 1000},
+		{name: "smaller than the first chunk", size: 100, max: 1000},
 		{name: "several chunks, under the cap", size: 3*readChunk + 5, max: 1 << 20},
 		{name: "several chunks, over the cap", size: 3*readChunk + 5, max: readChunk + 1},
 	}
+	readers := map[string]func(io.Reader) io.Reader{
+		// Hide bytes.Reader's WriterTo so ReadFrom does the reading.
+		"full reads": func(r io.Reader) io.Reader { return struct{ io.Reader }{r} },
+		"half reads": iotest.HalfReader,
+		"one byte":   iotest.OneByteReader,
+	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			src := bytes.Repeat([]byte("0123456789"), tt.size/10+1)[:tt.size]
-			c := newCapBuffer(tt.max)
-			n, err := io.Copy(c, bytes.NewReader(src))
-			if err != nil || n != int64(tt.size) {
-				t.Fatalf("copy = %d, %v", n, err)
-			}
-			want := src
-			if int64(len(want)) > tt.max {
-				want = want[:tt.max]
-			}
-			if !bytes.Equal(c.Bytes(), want) {
-				t.Errorf("head differs: %d bytes, want %d", len(c.Bytes()), len(want))
-			}
-			if c.Truncated() != (int64(tt.size) > tt.max) {
-				t.Errorf("truncated = %v", c.Truncated())
-			}
-		})
+		for rname, wrap := range readers {
+			t.Run(tt.name+"/"+rname, func(t *testing.T) {
+				src := bytes.Repeat([]byte("0123456789"), tt.size/10+1)[:tt.size]
+				c := newCapBuffer(tt.max)
+				n, err := c.ReadFrom(wrap(bytes.NewReader(src)))
+				if err != nil || n != int64(tt.size) {
+					t.Fatalf("ReadFrom = %d, %v", n, err)
+				}
+				want := src
+				if int64(len(want)) > tt.max {
+					want = want[:tt.max]
+				}
+				if !bytes.Equal(c.Bytes(), want) {
+					t.Errorf("head differs: %d bytes, want %d", len(c.Bytes()), len(want))
+				}
+				if c.Truncated() != (int64(tt.size) > tt.max) {
+					t.Errorf("truncated = %v", c.Truncated())
+				}
+			})
+		}
+	}
+}
+
+func TestCapBufferReadFromError(t *testing.T) {
+	boom := errors.New("boom")
+	c := newCapBuffer(100)
+	n, err := c.ReadFrom(iotest.DataErrReader(iotest.ErrReader(boom)))
+	if n != 0 || !errors.Is(err, boom) {
+		t.Errorf("ReadFrom = %d, %v; want 0, boom", n, err)
 	}
 }

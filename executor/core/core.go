@@ -119,6 +119,11 @@ type Options struct {
 	Activities map[string]map[string]*record.Activity
 	// BudgetState is the loaded sliding window of each budget, by name.
 	BudgetState map[string]*record.Budget
+	// Running holds, by instance address then activity name, the attempt
+	// records of activities whose state says an attempt is running, so that
+	// recovery can record the interrupted attempt with its real start.
+	// Optional: without it the start is FirstStart for attempt 1, else now.
+	Running map[string]map[string]*record.Attempt
 	// InstanceState holds the stored instance records by address, so that
 	// their creation time survives a resume. Optional.
 	InstanceState map[string]*record.Instance

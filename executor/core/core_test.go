@@ -275,10 +275,14 @@ func TestRecoverRunning(t *testing.T) {
 	started := t0.Add(-3 * time.Second)
 	st.acts[addr] = map[string]*record.Activity{"a": {
 		Workflow: "order", Instance: "k1", Name: "a", Generation: 2, IdempotencyKey: IdempotencyKey("order", "k1", "a", 2),
-		Status: record.StatusRunning, Attempts: 2, RuleCounts: []int{1}, FirstStart: t0.Add(-10 * time.Second), LastStart: started, LastDelay: time.Second,
+		Status: record.StatusRunning, Attempts: 2, RuleCounts: []int{1}, FirstStart: t0.Add(-10 * time.Second), LastDelay: time.Second,
 	}}
 	w.modes = map[string]Mode{"a": ModeResume}
 	h := newHarness(t, w, st, t0)
+	h.c = New(withRunning(h.opts, map[string]map[string]*record.Attempt{addr: {"a": {
+		Workflow: "order", Instance: "k1", Activity: "a", Generation: 2, Number: 2, IdempotencyKey: IdempotencyKey("order", "k1", "a", 2),
+		Start: started, Outcome: record.OutcomeRunning, FiredBy: "manual",
+	}}}))
 	r := h.start()
 	if got := types(r); !slices.Equal(got, []event.Type{event.Plan, event.AttemptFailed, event.RetryScheduled}) {
 		t.Fatalf("events = %v", got)
@@ -292,7 +296,7 @@ func TestRecoverRunning(t *testing.T) {
 		t.Fatalf("retry_scheduled = %+v (second failure of the rule: 2s)", rs)
 	}
 	att := st.attempts[attKey(addr, "a", 2, 2)]
-	if att == nil || att.Outcome != record.OutcomeInterrupted || !att.Start.Equal(started) || !att.End.Equal(t0) || att.Error.Type != "interrupted" {
+	if att == nil || att.Outcome != record.OutcomeInterrupted || !att.Start.Equal(started) || !att.End.Equal(t0) || att.Error.Type != "interrupted" || att.FiredBy != "manual" {
 		t.Fatalf("attempt record = %+v", att)
 	}
 	if plan := eventsOf(r, event.Plan)[0]; plan.Activities[0].Action != "resume" || plan.Activities[0].Attempts != 2 {
@@ -638,4 +642,9 @@ func TestDeterminism(t *testing.T) {
 	if !first[len(first)-1].Done {
 		t.Fatal("scenario did not finish")
 	}
+}
+
+func withRunning(o Options, running map[string]map[string]*record.Attempt) Options {
+	o.Running = running
+	return o
 }

@@ -56,6 +56,10 @@ type act struct {
 	qIdx    int
 	dirty   bool
 	budget  string // the budget shown on this activity's events
+	// rule is the retry rule that decided the last failure (-1: none yet);
+	// its maximum_attempts is the limit the next attempts are counted
+	// against, so a 429 rule allowing 10 shows "attempt k/10".
+	rule int
 }
 
 type budgetState struct {
@@ -133,7 +137,7 @@ func New(opts Options) *Core {
 		state := opts.Activities[in.addr]
 		byName := map[string]*act{}
 		for _, ac := range topoOrder(spec.Workflow.Activities) {
-			a := &act{in: in, cfg: ac, order: len(c.all), heapIdx: -1, qIdx: -1}
+			a := &act{in: in, cfg: ac, order: len(c.all), heapIdx: -1, qIdx: -1, rule: -1}
 			if r := state[ac.Name]; r != nil {
 				cp := copyActivity(r)
 				a.rec = &cp
@@ -514,22 +518,25 @@ func (c *Core) recover(a *act) {
 		return
 	}
 	r := a.rec
-	start := r.LastStart
-	if start.IsZero() && r.Attempts <= 1 {
-		start = r.FirstStart
-	}
-	if start.IsZero() {
-		start = c.now
-	}
-	a.cur = &record.Attempt{
-		Workflow:       r.Workflow,
-		Instance:       r.Instance,
-		Activity:       r.Name,
-		Generation:     r.Generation,
-		Number:         max(r.Attempts, 1),
-		IdempotencyKey: r.IdempotencyKey,
-		Start:          start,
-		Outcome:        record.OutcomeRunning,
+	n := max(r.Attempts, 1)
+	if prev := c.opts.Running[a.in.addr][r.Name]; prev != nil && prev.Generation == r.Generation && prev.Number == n {
+		cp := *prev
+		a.cur = &cp
+	} else {
+		start := c.now
+		if n == 1 && !r.FirstStart.IsZero() {
+			start = r.FirstStart
+		}
+		a.cur = &record.Attempt{
+			Workflow:       r.Workflow,
+			Instance:       r.Instance,
+			Activity:       r.Name,
+			Generation:     r.Generation,
+			Number:         n,
+			IdempotencyKey: r.IdempotencyKey,
+			Start:          start,
+			Outcome:        record.OutcomeRunning,
+		}
 	}
 	// Not counted in c.running: nothing is in flight in this process.
 	c.failure(a, retry.Failure{Type: "interrupted", Message: "the engine stopped while the attempt was running"}, c.now)
@@ -602,7 +609,6 @@ func (c *Core) startAttempt(a *act) {
 		r.FirstStart = c.now
 	}
 	r.Attempts = n
-	r.LastStart = c.now
 	r.Timer = nil
 	r.Status = record.StatusRunning
 	att := &record.Attempt{
@@ -626,15 +632,19 @@ func (c *Core) startAttempt(a *act) {
 	ev := c.ev(a, event.AttemptStarted)
 	ev.Attempt = n
 	ev.IdempotencyKey = r.IdempotencyKey
-	c.emit(ev)
 
 	if res.Sleep != nil {
 		r.Status = record.StatusWaiting
 		r.Timer = &record.Timer{Kind: record.TimerSleep, FireAt: c.now.Add(res.Sleep.Duration), Attempt: n, Set: c.now, Delay: res.Sleep.Duration}
+		// Views show "sleeping 4m left" from the wake-up time.
+		fire := r.Timer.FireAt
+		ev.FireAt = &fire
+		c.emit(ev)
 		c.markAct(a)
 		c.armTimer(a)
 		return
 	}
+	c.emit(ev)
 	c.markAct(a)
 	a.phase = phaseRunning
 	c.running++
@@ -733,9 +743,13 @@ func (c *Core) failure(a *act, f retry.Failure, end time.Time) {
 	if dec.RuleCounts != nil {
 		r.RuleCounts = append([]int(nil), dec.RuleCounts...)
 	}
+	if dec.Rule >= 0 {
+		a.rule = dec.Rule
+	}
 	failed := c.ev(a, event.AttemptFailed)
 	failed.Attempt = att.Number
 	failed.Error = evError(att.Error)
+	failed.DurationMs = event.Ms(end.Sub(att.Start))
 
 	if !dec.Retry {
 		c.emit(failed)
@@ -1007,13 +1021,20 @@ func (c *Core) ev(a *act, t event.Type) event.Event {
 		Instance:    a.in.addr,
 		Activity:    "activity." + a.cfg.Name,
 		Kind:        string(a.cfg.Kind),
-		MaxAttempts: maxAttempts(a.cfg),
+		MaxAttempts: a.maxAttempts(),
 		Budget:      c.usage(a),
 	}
 }
 
 // maxAttempts is the limit shown for an activity: its last rule's (the
 // catch-all), 1 without any retry rule, 0 for unlimited.
+func (a *act) maxAttempts() int {
+	if a.rule >= 0 && a.rule < len(a.cfg.Rules) {
+		return a.cfg.Rules[a.rule].Policy.MaximumAttempts
+	}
+	return maxAttempts(a.cfg)
+}
+
 func maxAttempts(a *config.Activity) int {
 	if len(a.Rules) == 0 {
 		return 1

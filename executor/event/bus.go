@@ -44,7 +44,8 @@ func (b *Bus) Subscribe() *Subscription {
 	return s
 }
 
-// Publish delivers events to every subscriber without blocking.
+// Publish delivers events to every subscriber without blocking. The bus
+// keeps evs: the caller must not modify the slice afterwards.
 func (b *Bus) Publish(evs ...Event) {
 	if len(evs) == 0 {
 		return
@@ -75,7 +76,15 @@ func (s *Subscription) push(evs []Event) {
 		s.mu.Unlock()
 		return
 	}
-	s.queue = append(s.queue, evs...)
+	if len(s.queue) == 0 {
+		// Share the publisher's slice instead of copying it: events are
+		// never modified after Publish, and the clipped capacity makes a
+		// later append reallocate rather than write into shared memory.
+		// A run that recovers 100,000 timers publishes them in one call.
+		s.queue = evs[:len(evs):len(evs)]
+	} else {
+		s.queue = append(s.queue, evs...)
+	}
 	// Signal under the lock: close() may run concurrently (Unsubscribe),
 	// and a send on the closed channel would panic. The send never blocks.
 	select {
@@ -95,6 +104,7 @@ func (s *Subscription) close() {
 }
 
 // Next waits for events and returns everything queued so far as one batch.
+// The batch may share memory with other subscribers: read it, never modify it.
 // It returns ok=false once the bus is closed and the queue is drained, or
 // when ctx is done.
 func (s *Subscription) Next(ctx context.Context) (batch []Event, ok bool) {

@@ -1,11 +1,9 @@
 package record
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 )
 
 // Encode validates a record and returns its stored form (JSON). v is an
@@ -59,7 +57,7 @@ func Encode(v any) ([]byte, error) {
 // DecodeInstance decodes and validates a stored Instance.
 func DecodeInstance(b []byte) (*Instance, error) {
 	var r Instance
-	if err := decodeStrict(b, &r); err != nil {
+	if err := decodeInstance(b, &r); err != nil {
 		return nil, fmt.Errorf("decode instance: %w", err)
 	}
 	if err := validateInstance(&r); err != nil {
@@ -71,7 +69,7 @@ func DecodeInstance(b []byte) (*Instance, error) {
 // DecodeActivity decodes and validates a stored Activity.
 func DecodeActivity(b []byte) (*Activity, error) {
 	var r Activity
-	if err := decodeStrict(b, &r); err != nil {
+	if err := decodeActivity(b, &r); err != nil {
 		return nil, fmt.Errorf("decode activity: %w", err)
 	}
 	if err := validateActivity(&r); err != nil {
@@ -83,7 +81,7 @@ func DecodeActivity(b []byte) (*Activity, error) {
 // DecodeAttempt decodes and validates a stored Attempt.
 func DecodeAttempt(b []byte) (*Attempt, error) {
 	var r Attempt
-	if err := decodeStrict(b, &r); err != nil {
+	if err := decodeAttempt(b, &r); err != nil {
 		return nil, fmt.Errorf("decode attempt: %w", err)
 	}
 	if err := validateAttempt(&r); err != nil {
@@ -95,28 +93,13 @@ func DecodeAttempt(b []byte) (*Attempt, error) {
 // DecodeBudget decodes and validates a stored Budget.
 func DecodeBudget(b []byte) (*Budget, error) {
 	var r Budget
-	if err := decodeStrict(b, &r); err != nil {
+	if err := decodeBudget(b, &r); err != nil {
 		return nil, fmt.Errorf("decode budget: %w", err)
 	}
 	if err := validateBudget(&r); err != nil {
 		return nil, fmt.Errorf("decode budget: %w", err)
 	}
 	return &r, nil
-}
-
-// decodeStrict refuses unknown fields and trailing data: the schema version
-// covers layout changes, so anything unexpected is corruption or a foreign
-// value, and saying so beats silently dropping it.
-func decodeStrict(b []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return errors.New("trailing data after the record")
-	}
-	return nil
 }
 
 func validateInstance(r *Instance) error {
@@ -133,7 +116,8 @@ func validateActivity(r *Activity) error {
 	if r.Workflow == "" || r.Instance == "" || r.Name == "" {
 		return fmt.Errorf("activity %q in %q/%q: empty workflow, instance or activity name", r.Name, r.Workflow, r.Instance)
 	}
-	where := fmt.Sprintf("activity %s/%s/%s", r.Workflow, r.Instance, r.Name)
+	// where is built only on failure: validation runs on every decode.
+	where := activityWhere{r}
 	if r.Generation < 0 {
 		return fmt.Errorf("%s: negative generation %d", where, r.Generation)
 	}
@@ -163,7 +147,7 @@ func validateAttempt(r *Attempt) error {
 	if r.Workflow == "" || r.Instance == "" || r.Activity == "" {
 		return fmt.Errorf("attempt of %q in %q/%q: empty workflow, instance or activity name", r.Activity, r.Workflow, r.Instance)
 	}
-	where := fmt.Sprintf("attempt %d of %s/%s/%s", r.Number, r.Workflow, r.Instance, r.Activity)
+	where := attemptWhere{r}
 	if r.Generation < 0 {
 		return fmt.Errorf("%s: negative generation %d", where, r.Generation)
 	}
@@ -174,6 +158,18 @@ func validateAttempt(r *Attempt) error {
 		return fmt.Errorf("%s: unknown outcome %q", where, r.Outcome)
 	}
 	return nil
+}
+
+type activityWhere struct{ r *Activity }
+
+func (w activityWhere) String() string {
+	return fmt.Sprintf("activity %s/%s/%s", w.r.Workflow, w.r.Instance, w.r.Name)
+}
+
+type attemptWhere struct{ r *Attempt }
+
+func (w attemptWhere) String() string {
+	return fmt.Sprintf("attempt %d of %s/%s/%s", w.r.Number, w.r.Workflow, w.r.Instance, w.r.Activity)
 }
 
 func validateBudget(r *Budget) error {

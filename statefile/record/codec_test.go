@@ -3,6 +3,7 @@ package record
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -187,8 +188,10 @@ func decAtt(b []byte) error  { _, err := DecodeAttempt(b); return err }
 func decInst(b []byte) error { _, err := DecodeInstance(b); return err }
 func decBud(b []byte) error  { _, err := DecodeBudget(b); return err }
 
-// fuzzRoundTrip checks that whatever a decoder accepts re-encodes, and that
-// the encoding is a fixed point: decode(encode(x)) encodes to the same bytes.
+// fuzzRoundTrip checks that whatever a decoder accepts, encoding/json
+// accepts with the same result (the hand-written decoder is only ever
+// stricter), that it re-encodes, and that the encoding is a fixed point:
+// decode(encode(x)) encodes to the same bytes.
 func fuzzRoundTrip[T any](t *testing.T, data []byte, decode func([]byte) (*T, error)) {
 	r, err := decode(data)
 	if err != nil {
@@ -196,6 +199,13 @@ func fuzzRoundTrip[T any](t *testing.T, data []byte, decode func([]byte) (*T, er
 			t.Fatalf("decoder returned a record and an error: %v", err)
 		}
 		return
+	}
+	std := new(T)
+	if err := json.Unmarshal(data, std); err != nil {
+		t.Fatalf("decoder accepted what encoding/json refuses (%v): %q", err, data)
+	}
+	if !reflect.DeepEqual(r, std) {
+		t.Fatalf("decoder and encoding/json disagree on %q:\n got %+v\n std %+v", data, r, std)
 	}
 	b1, err := Encode(r)
 	if err != nil {
@@ -261,5 +271,150 @@ func BenchmarkUnmarshalActivity(b *testing.B) {
 		if err := json.Unmarshal(data, &a); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestDecoderAgreesWithStdlib covers what the hand-written decoder must
+// read exactly like encoding/json, and what it refuses although
+// encoding/json would take it.
+func TestDecoderAgreesWithStdlib(t *testing.T) {
+	const base = `"workflow":"w","instance":"k","activity":"a","number":1,"outcome":"failed"`
+	tests := []struct {
+		name   string
+		in     string
+		strict string // non-empty: the decoder refuses, with this in the error
+	}{
+		{"whitespace", " {\n\t" + `"workflow" : "w" , "instance":"k","activity":"a","number":1,"outcome":"failed"` + " } \n", ""},
+		{"escapes", `{` + base + `,"fired_by":"a\"b\\c\/d\b\f\n\r\t\u00e9\u20ac"}`, ""},
+		{"surrogate pair", `{` + base + `,"fired_by":"\ud83d\ude00"}`, ""},
+		{"lone surrogate", `{` + base + `,"fired_by":"x\ud83dy"}`, ""},
+		{"surrogate then escape", `{` + base + `,"fired_by":"\ud83d\u0041"}`, ""},
+		{"escaped field name", `{"work\u0066low":"w","instance":"k","activity":"a","number":1,"outcome":"failed"}`, ""},
+		{"nulls", `{` + base + `,"error":null,"wait":null,"has_wait":null,"start":null,"fired_by":null}`, ""},
+		{"error object", `{` + base + `,"error":{"type":"exit:1","message":"m","non_retryable":false}}`, ""},
+		{"negative zero", `{` + base + `,"generation":-0}`, ""},
+		{"big wait", `{` + base + `,"wait":9223372036854775807}`, ""},
+		{"utf8", `{` + base + `,"fired_by":"héllo ✓"}`, ""},
+		{"case-insensitive name", `{"Workflow":"w","instance":"k","activity":"a","number":1,"outcome":"failed"}`, "unknown field"},
+		{"duplicate field", `{` + base + `,"number":2}`, "duplicate field"},
+		{"fraction", `{` + base + `,"generation":1.0}`, "not a fraction"},
+		{"invalid utf8", "{" + base + ",\"fired_by\":\"\xff\"}", "invalid UTF-8"},
+		{"control char", "{" + base + ",\"fired_by\":\"a\x01\"}", "control character"},
+		{"bad escape", `{` + base + `,"fired_by":"\x"}`, "bad escape"},
+		{"leading zero", `{` + base + `,"generation":01}`, "leading zero"},
+		{"trailing comma", `{` + base + `,}`, "offset"},
+		{"unterminated", `{` + base, "offset"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := DecodeAttempt([]byte(tt.in))
+			if tt.strict != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.strict) {
+					t.Fatalf("DecodeAttempt(%q) = %v, want an error containing %q", tt.in, err, tt.strict)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("DecodeAttempt(%q): %v", tt.in, err)
+			}
+			var want Attempt
+			if err := json.Unmarshal([]byte(tt.in), &want); err != nil {
+				t.Fatalf("encoding/json: %v", err)
+			}
+			if !reflect.DeepEqual(got, &want) {
+				t.Fatalf("got %+v\nstd %+v", got, want)
+			}
+		})
+	}
+}
+
+func TestDecodeOutputsKeepsRawJSON(t *testing.T) {
+	in := `{"workflow":"w","instance":"k","name":"n","status":"succeeded","outputs":{"a": [1, -2.5e3, true, null, "x\u00e9", {"b": {}}]}}`
+	a, err := DecodeActivity([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"a": [1, -2.5e3, true, null, "x\u00e9", {"b": {}}]}`; string(a.Outputs) != want {
+		t.Fatalf("outputs %s, want %s", a.Outputs, want)
+	}
+	deep := `{"workflow":"w","instance":"k","name":"n","status":"succeeded","outputs":` + strings.Repeat("[", 2000) + strings.Repeat("]", 2000) + `}`
+	if _, err := DecodeActivity([]byte(deep)); err == nil || !strings.Contains(err.Error(), "nested too deeply") {
+		t.Fatalf("deep outputs: %v", err)
+	}
+}
+
+// fill sets every field of v to a distinct non-zero value, so that a field
+// added to a record type but not to the hand-written decoder is caught.
+func fill(t *testing.T, v reflect.Value, n *int) {
+	*n++
+	switch v.Type() {
+	case reflect.TypeFor[time.Time]():
+		v.Set(reflect.ValueOf(t0.Add(time.Duration(*n) * time.Second)))
+		return
+	case reflect.TypeFor[time.Duration]():
+		v.SetInt(int64(*n) * int64(time.Millisecond))
+		return
+	case reflect.TypeFor[json.RawMessage]():
+		v.SetBytes([]byte(fmt.Sprintf(`{"n":%d}`, *n)))
+		return
+	case reflect.TypeFor[Status]():
+		v.SetString(string(StatusWaiting))
+		return
+	case reflect.TypeFor[Outcome]():
+		v.SetString(string(OutcomeFailed))
+		return
+	case reflect.TypeFor[TimerKind]():
+		v.SetString(string(TimerBudget))
+		return
+	}
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(fmt.Sprintf("s%d", *n))
+	case reflect.Int, reflect.Int64:
+		v.SetInt(int64(*n))
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Slice:
+		v.Set(reflect.MakeSlice(v.Type(), 2, 2))
+		fill(t, v.Index(0), n)
+		fill(t, v.Index(1), n)
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fill(t, v.Elem(), n)
+	case reflect.Struct:
+		for i := range v.NumField() {
+			fill(t, v.Field(i), n)
+		}
+	default:
+		t.Fatalf("fill: no rule for %s (%s): teach fill and the decoder about it", v.Type(), v.Kind())
+	}
+}
+
+func TestDecoderKnowsEveryField(t *testing.T) {
+	tests := []struct {
+		rec    any
+		decode func([]byte) (any, error)
+	}{
+		{&Instance{}, func(b []byte) (any, error) { return DecodeInstance(b) }},
+		{&Activity{}, func(b []byte) (any, error) { return DecodeActivity(b) }},
+		{&Attempt{}, func(b []byte) (any, error) { return DecodeAttempt(b) }},
+		{&Budget{}, func(b []byte) (any, error) { return DecodeBudget(b) }},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%T", tt.rec), func(t *testing.T) {
+			n := 0
+			fill(t, reflect.ValueOf(tt.rec).Elem(), &n)
+			b, err := Encode(tt.rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := tt.decode(b)
+			if err != nil {
+				t.Fatalf("decode %s: %v", b, err)
+			}
+			if !reflect.DeepEqual(got, tt.rec) {
+				t.Fatalf("round trip lost data:\n got %+v\nwant %+v", got, tt.rec)
+			}
+		})
 	}
 }

@@ -84,9 +84,6 @@ type Activity struct {
 	RuleCounts []int `json:"rule_counts,omitempty"`
 	// FirstStart is when attempt 1 of this generation started.
 	FirstStart time.Time `json:"first_start,omitzero"`
-	// LastStart is when the latest attempt started, so that an attempt
-	// found running after a crash can be recorded with its real start.
-	LastStart time.Time `json:"last_start,omitzero"`
 	// LastDelay is the previous wait (decorrelated jitter needs it).
 	LastDelay time.Duration `json:"last_delay,omitempty"`
 	Timer     *Timer        `json:"timer,omitempty"`

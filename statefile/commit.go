@@ -278,7 +278,7 @@ func encodeMutations(muts []record.Mutation) ([]op, error) {
 
 func appendMutation(ops []op, m record.Mutation) ([]op, error) {
 	set := 0
-	for _, isSet := range []bool{m.Instance != nil, m.Activity != nil, m.Attempt != nil, m.Budget != nil, m.DeleteInstance != nil} {
+	for _, isSet := range []bool{m.Instance != nil, m.Activity != nil, m.Attempt != nil, m.Budget != nil, m.Spawn != nil, m.DeleteInstance != nil} {
 		if isSet {
 			set++
 		}
@@ -320,6 +320,13 @@ func appendMutation(ops []op, m record.Mutation) ([]op, error) {
 			return nil, err
 		}
 		return append(ops, op{kind: opSet, key: budgetKey(m.Budget.Name), val: v}), nil
+	case m.Spawn != nil:
+		sp := m.Spawn
+		v, err := record.Encode(sp)
+		if err != nil {
+			return nil, err
+		}
+		return append(ops, op{kind: opSet, key: spawnKey(sp.Workflow, sp.Instance, sp.Activity), val: v}), nil
 	default:
 		return appendDeleteInstance(ops, m.DeleteInstance.Workflow, m.DeleteInstance.Key)
 	}
@@ -329,14 +336,23 @@ func appendDeleteInstance(ops []op, workflow, key string) ([]op, error) {
 	if workflow == "" || key == "" {
 		return nil, fmt.Errorf("delete instance %q/%q: empty workflow or key", workflow, key)
 	}
-	for _, table := range []byte{tableInstance, tableActivity, tableTimer, tableAttempt} {
+	for _, table := range []byte{tableInstance, tableActivity, tableTimer, tableAttempt, tableSpawn} {
 		ops = append(ops, op{kind: opDeletePrefix, key: instancePrefix(table, workflow, key)})
 	}
 	return ops, nil
 }
 
-// DeleteInstance removes an instance with its activities, timers and
-// attempts, in one transaction.
+// RecordSpawn records the process group of a running exec attempt. It
+// returns once the record would survive the death of this process (a
+// later commit makes it durable against power loss too; after a power
+// loss no process survives anyway), and it is ordered with Commit: a
+// spawn recorded before a Commit is never lost while that commit is kept.
+func (s *Store) RecordSpawn(sp *record.Spawn) error {
+	return s.Commit([]record.Mutation{{Spawn: sp}})
+}
+
+// DeleteInstance removes an instance with its activities, timers,
+// attempts and spawns, in one transaction.
 func (s *Store) DeleteInstance(workflow, key string) error {
 	return s.Commit([]record.Mutation{{DeleteInstance: &record.InstanceRef{Workflow: workflow, Key: key}}})
 }

@@ -17,6 +17,8 @@ import (
 //	T <wf> <key> <activity>           -> "" (the activity has a pending timer)
 //	t <wf> <key> <activity> gen num   -> Attempt (gen, num: big-endian uint64)
 //	b <budget>                        -> Budget
+//	p <wf> <key> <activity>           -> Spawn (the process group of the last exec attempt)
+//	m id                              -> the state's random identity (hex)
 //
 // The escaping keeps byte order equal to string order, so scans return
 // activities by name and attempts by (activity, generation, number).
@@ -27,9 +29,13 @@ const (
 	tableTimer    = 'T'
 	tableAttempt  = 't'
 	tableBudget   = 'b'
+	tableSpawn    = 'p'
 )
 
-var keySchema = []byte{tableMeta, 's', 'c', 'h', 'e', 'm', 'a'}
+var (
+	keySchema = []byte{tableMeta, 's', 'c', 'h', 'e', 'm', 'a'}
+	keyID     = []byte{tableMeta, 'i', 'd'}
+)
 
 // appendName appends s escaped: 0x00 becomes 0x00 0xFF and the name ends
 // with 0x00 0x01. No escaped name is a prefix of another, so "a/b"+"c" and
@@ -109,6 +115,10 @@ func attemptKey(workflow, key, activity string, generation, number int) []byte {
 	return appendUint(b, number)
 }
 
+func spawnKey(workflow, key, activity string) []byte {
+	return appendName(instancePrefix(tableSpawn, workflow, key), activity)
+}
+
 func budgetKey(name string) []byte {
 	return appendName([]byte{tableBudget}, name)
 }
@@ -155,6 +165,8 @@ func describeKey(k []byte) string {
 		table, names = "attempt", 3
 	case tableBudget:
 		table, names = "budget", 1
+	case tableSpawn:
+		table, names = "spawn", 3
 	default:
 		return fmt.Sprintf("%q", k)
 	}

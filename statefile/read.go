@@ -295,3 +295,23 @@ func decodeTimers(keys, vals [][]byte) ([]*record.Activity, error) {
 	}
 	return out, nil
 }
+
+// Spawns returns the recorded process groups of an instance's exec
+// attempts by activity name (the last attempt of each that started a
+// process); empty, not nil, when there are none.
+func (s *Store) Spawns(workflow, key string) (map[string]*record.Spawn, error) {
+	out := map[string]*record.Spawn{}
+	err := s.read("read spawns of "+workflow+"/"+key, func(txn *badger.Txn) error {
+		return scan(txn, instancePrefix(tableSpawn, workflow, key), record.DecodeSpawn, func(k []byte, r *record.Spawn) error {
+			if string(spawnKey(r.Workflow, r.Instance, r.Activity)) != string(k) {
+				return mismatch("spawn", r.Workflow+"/"+r.Instance+"/"+r.Activity, string(k))
+			}
+			out[r.Activity] = r
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}

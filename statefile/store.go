@@ -6,6 +6,8 @@
 package statefile
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -60,6 +62,8 @@ type Store struct {
 	db   *badger.DB
 	lock *lockFile
 	log  *fileLogger
+	// id is the state's random identity (see ID).
+	id string
 
 	// closeMu is held shared by every read and write and exclusively by
 	// Close, so Close waits for work in flight and nothing touches a closed
@@ -124,6 +128,10 @@ func Open(dir string, opts Options) (_ *Store, err error) {
 	}
 	s := &Store{dir: dir, opts: opts, db: db, lock: lock, log: logger}
 	if err := s.checkSchema(); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	if err := s.loadID(); err != nil {
 		_ = db.Close()
 		return nil, err
 	}
@@ -319,6 +327,63 @@ func (s *Store) checkSchema() error {
 	}
 	return nil
 }
+
+// loadID reads the state's identity, creating it in a state that has none
+// (a new state, or one written by a wf from before identities).
+func (s *Store) loadID() error {
+	err := s.view(func(txn *badger.Txn) error {
+		item, err := txn.Get(keyID)
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		v, err := item.ValueCopy(nil)
+		if err != nil {
+			return err
+		}
+		if !validID(string(v)) {
+			return fmt.Errorf("state identity %q is not %d hex digits", v, idLen)
+		}
+		s.id = string(v)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("open state in %s: read state identity: %w", s.dir, err)
+	}
+	if s.id != "" || s.opts.ReadOnly {
+		return nil
+	}
+	var raw [idLen / 2]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return fmt.Errorf("open state in %s: create state identity: %w", s.dir, err)
+	}
+	id := hex.EncodeToString(raw[:])
+	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(keyID, []byte(id)) }); err != nil {
+		return fmt.Errorf("open state in %s: write state identity: %w", s.dir, err)
+	}
+	s.id = id
+	return nil
+}
+
+// idLen is the length of a state identity: 128 random bits in hex.
+const idLen = 32
+
+func validID(id string) bool {
+	if len(id) != idLen {
+		return false
+	}
+	_, err := hex.DecodeString(id)
+	return err == nil
+}
+
+// ID is the state's identity: random, created with the state, kept by
+// moves and copies of the directory. Idempotency keys are derived from it,
+// so that two state directories with the same workflow, instance and
+// activity names never send the same key. It is "" only for a state opened
+// read-only that was written by a wf from before identities.
+func (s *Store) ID() string { return s.id }
 
 // Dir is the state directory.
 func (s *Store) Dir() string { return s.dir }

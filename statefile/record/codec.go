@@ -1,6 +1,7 @@
 package record
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,6 +42,13 @@ func Encode(v any) ([]byte, error) {
 		err = validateBudget(r)
 	case Budget:
 		err = validateBudget(&r)
+	case *Spawn:
+		if r == nil {
+			return nil, errors.New("encode spawn: nil record")
+		}
+		err = validateSpawn(r)
+	case Spawn:
+		err = validateSpawn(&r)
 	default:
 		return nil, fmt.Errorf("encode: unsupported record type %T", v)
 	}
@@ -201,4 +209,36 @@ func validTimerKind(k TimerKind) bool {
 		return true
 	}
 	return false
+}
+
+// DecodeSpawn decodes and validates a stored Spawn. Spawns are read only
+// when a run finds an attempt left running, so encoding/json is fast
+// enough.
+func DecodeSpawn(b []byte) (*Spawn, error) {
+	var r Spawn
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return nil, fmt.Errorf("decode spawn: %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("decode spawn: trailing data")
+	}
+	if err := validateSpawn(&r); err != nil {
+		return nil, fmt.Errorf("decode spawn: %w", err)
+	}
+	return &r, nil
+}
+
+func validateSpawn(r *Spawn) error {
+	where := fmt.Sprintf("spawn of attempt %d of %s/%s/%s", r.Number, r.Workflow, r.Instance, r.Activity)
+	switch {
+	case r.Workflow == "" || r.Instance == "" || r.Activity == "":
+		return fmt.Errorf("%s: empty workflow, instance or activity name", where)
+	case r.Generation < 1 || r.Number < 1:
+		return fmt.Errorf("%s: generation %d and number must be at least 1", where, r.Generation)
+	case r.PID < 1:
+		return fmt.Errorf("%s: invalid pid %d", where, r.PID)
+	}
+	return nil
 }

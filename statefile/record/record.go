@@ -134,12 +134,35 @@ type Budget struct {
 	Stamps []time.Time `json:"stamps"`
 }
 
+// Spawn identifies the process group an exec attempt runs in. The shell
+// records it as soon as the process has started, so that a later run can
+// end an attempt that a crashed engine left behind, and never touch a
+// process that merely reused the PID: a PID is only the attempt's if the
+// boot and the process start time match too.
+type Spawn struct {
+	Workflow   string `json:"workflow"`
+	Instance   string `json:"instance"` // the instance key
+	Activity   string `json:"activity"`
+	Generation int    `json:"generation"`
+	Number     int    `json:"number"`
+	// PID is the process group leader; the group ID equals it.
+	PID int `json:"pid"`
+	// StartTicks is field 22 of /proc/PID/stat: when the process started,
+	// in clock ticks since boot.
+	StartTicks uint64 `json:"start_ticks"`
+	// BootID is /proc/sys/kernel/random/boot_id at the time of the spawn.
+	BootID string `json:"boot_id"`
+	// Recorded is when the spawn was recorded.
+	Recorded time.Time `json:"recorded"`
+}
+
 // Mutation is one change to the store. Exactly one field is set.
 type Mutation struct {
 	Instance       *Instance
 	Activity       *Activity
 	Attempt        *Attempt
 	Budget         *Budget
+	Spawn          *Spawn
 	DeleteInstance *InstanceRef
 }
 

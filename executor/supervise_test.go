@@ -34,7 +34,9 @@ workflow "w" {
 // funcRunner runs every attempt with f.
 type funcRunner func(ctx context.Context, req activity.Request) activity.Result
 
-func (f funcRunner) Run(ctx context.Context, req activity.Request) activity.Result { return f(ctx, req) }
+func (f funcRunner) Run(ctx context.Context, req activity.Request) activity.Result {
+	return f(ctx, req)
+}
 
 // startOrphan starts a real process that looks like attempt n of an
 // activity under key: in its own process group, with the attempt's

@@ -821,7 +821,7 @@ func (c *Core) failure(a *act, f retry.Failure, end time.Time) {
 	a.cur = nil
 
 	dec := retry.Decide(retry.Input{
-		Rules:      a.cfg.Rules,
+		Rules:   a.cfg.Rules,
 		Failure: f,
 		// retry_if's attempt counts the attempts that count: the
 		// interrupted ones are numbered but never counted (SPEC §4.1).

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/wf-engine/wf/config"
 	"github.com/wf-engine/wf/executor/core"
 	"github.com/wf-engine/wf/executor/proc"
 	"github.com/wf-engine/wf/statefile/record"
@@ -58,8 +57,9 @@ func (r *Run) recordSpawn(a core.Attempt, pid int) error {
 
 // endOrphans ends the processes of every attempt that the state says is
 // running in the planned instances, whether the activity resumes, starts
-// over or is no longer configured, and reports by instance address and
-// activity name what it did.
+// over, changed kind or is no longer configured (an http attempt has no
+// process: the scan simply finds none), and reports by instance address
+// and activity name what it did.
 func endOrphans(opts Options, ss spawnStore, acts map[string]map[string]*record.Activity) (map[string]map[string]core.Orphan, error) {
 	type ref struct {
 		addr, name string
@@ -77,9 +77,6 @@ func endOrphans(opts Options, ss spawnStore, acts map[string]map[string]*record.
 			rec := acts[addr][name]
 			if rec == nil || rec.Status != record.StatusRunning {
 				continue
-			}
-			if a := wf.Activity(name); a != nil && a.Kind != config.KindExec {
-				continue // http attempts have no process; sleeps never run
 			}
 			if spawns == nil && ss != nil {
 				got, err := ss.Spawns(wf.Name, wf.Key)

@@ -43,7 +43,9 @@ func TestLayering(t *testing.T) {
 		{pkg: "planner", forbidden: []string{badger, tea, tui, module + "/executor"}},
 		{pkg: "statefile/record", forbidden: []string{badger, tea, tui}},
 		{pkg: "executor/event", forbidden: []string{badger, tea, tui, state, module + "/config"}},
-		{pkg: "executor/core", forbidden: []string{badger, tea, tui, state + "$", module + "/executor/activity", "net/http", "os/exec"}},
+		{pkg: "executor/core", forbidden: []string{badger, tea, tui, state + "$", module + "/executor/activity", module + "/executor/proc", "net/http", "os/exec"}},
+		// proc reads /proc and signals processes; it knows nothing of wf.
+		{pkg: "executor/proc", ownAllowed: []string{module + "/executor/proc"}},
 		{pkg: "executor", forbidden: []string{tea, tui, module + "/planner"}},
 		{pkg: "tui", forbidden: []string{badger, state, module + "/executor/core", module + "/config"}},
 	}

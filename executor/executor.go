@@ -19,6 +19,7 @@ import (
 	"github.com/wf-engine/wf/executor/activity"
 	"github.com/wf-engine/wf/executor/core"
 	"github.com/wf-engine/wf/executor/event"
+	"github.com/wf-engine/wf/executor/proc"
 	"github.com/wf-engine/wf/retry"
 	"github.com/wf-engine/wf/statefile/record"
 )
@@ -45,6 +46,21 @@ type attemptReader interface {
 	Attempts(workflow, key, activity string) ([]*record.Attempt, error)
 }
 
+// identified is optionally implemented by a Store (statefile does): the
+// state's random identity, from which idempotency keys are derived.
+type identified interface {
+	ID() string
+}
+
+// spawnStore is optionally implemented by a Store (statefile does): the
+// process group of every exec attempt is recorded as soon as it has
+// started, so that a later run can end an attempt a crashed engine left
+// running (see supervise.go).
+type spawnStore interface {
+	RecordSpawn(*record.Spawn) error
+	Spawns(workflow, key string) (map[string]*record.Spawn, error)
+}
+
 // AttemptRunner runs one attempt; *activity.Runner implements it.
 type AttemptRunner interface {
 	Run(ctx context.Context, req activity.Request) activity.Result
@@ -67,6 +83,13 @@ type Options struct {
 	Grace time.Duration
 	// Seed seeds the jitter source; a time-derived seed when zero.
 	Seed uint64
+	// Processes is the process table used to record spawns and to end
+	// the processes of attempts a previous run left running; the real
+	// /proc when nil.
+	Processes *proc.Table
+	// OrphanWait bounds how long Start waits for such processes to exit
+	// after SIGKILL; 30s when zero.
+	OrphanWait time.Duration
 }
 
 // Outcome is how a run ended.
@@ -81,9 +104,13 @@ type Run struct {
 	opts    Options
 	clock   Clock
 	core    *core.Core
-	results chan core.Result
+	results chan attemptDone
 	cmds    chan command
 	done    chan struct{}
+	// spawns records exec spawns; nil when the Store cannot.
+	spawns spawnStore
+	procs  *proc.Table
+	bootID string
 
 	attemptCtx     context.Context
 	cancelAttempts context.CancelFunc
@@ -97,6 +124,14 @@ type Run struct {
 
 	outcome Outcome
 	err     error
+}
+
+// attemptDone is a finished attempt as a worker hands it to the loop; err
+// is set when its spawn could not be recorded (the state cannot be
+// written: the run stops as on a failed commit).
+type attemptDone struct {
+	res core.Result
+	err error
 }
 
 type commandKind int
@@ -129,6 +164,12 @@ func Start(ctx context.Context, opts Options) (*Run, error) {
 	if opts.Grace <= 0 {
 		opts.Grace = 10 * time.Second
 	}
+	if opts.Processes == nil {
+		opts.Processes = &proc.Table{}
+	}
+	if opts.OrphanWait <= 0 {
+		opts.OrphanWait = 30 * time.Second
+	}
 	seed := opts.Seed
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
@@ -141,6 +182,9 @@ func Start(ctx context.Context, opts Options) (*Run, error) {
 		Activities:    map[string]map[string]*record.Activity{},
 		InstanceState: map[string]*record.Instance{},
 		Running:       map[string]map[string]*record.Attempt{},
+	}
+	if id, ok := opts.Store.(identified); ok {
+		copts.StateID = id.ID()
 	}
 	if opts.Config != nil {
 		for name, b := range opts.Config.Budgets {
@@ -180,19 +224,32 @@ func Start(ctx context.Context, opts Options) (*Run, error) {
 		return nil, fmt.Errorf("load retry budgets: %w", err)
 	}
 	copts.BudgetState = budgets
+	ss, _ := opts.Store.(spawnStore)
+	// Before the core records anything: an attempt that a previous run
+	// left running must be over before its next attempt can start.
+	if copts.Orphans, err = endOrphans(opts, ss, copts.Activities); err != nil {
+		return nil, err
+	}
 
 	actx, cancel := context.WithCancel(context.Background())
 	r := &Run{
 		opts:           opts,
 		clock:          opts.Clock,
 		core:           core.New(copts),
-		results:        make(chan core.Result, opts.Parallelism),
+		results:        make(chan attemptDone, opts.Parallelism),
+		spawns:         ss,
+		procs:          opts.Processes,
 		cmds:           make(chan command, 16),
 		done:           make(chan struct{}),
 		attemptCtx:     actx,
 		cancelAttempts: cancel,
 		work:           make(chan core.Attempt),
 		workersQuit:    make(chan struct{}),
+	}
+	if ss != nil {
+		// Without a boot id a spawn cannot be told from a reused PID
+		// later; it is recorded anyway for its environment scan.
+		r.bootID, _ = r.procs.BootID()
 	}
 	ready := r.core.Start(r.clock.Now())
 	if err := r.commit(ready.Persist); err != nil {
@@ -252,7 +309,8 @@ func (r *Run) send(c command) {
 }
 
 // Wait blocks until the run is over. The error is set when state could not
-// be committed; the outcome is then "failed".
+// be committed (the run then stopped as on Stop: no new attempt, running
+// ones had the grace period); the outcome is then "failed".
 func (r *Run) Wait() (Outcome, error) {
 	<-r.done
 	return r.outcome, r.err
@@ -275,6 +333,12 @@ func (r *Run) commit(ms []record.Mutation) error {
 // committer goroutine (see committer) so that the core keeps seeing timers
 // and results on time while a commit is in flight; a step's attempts and
 // events are acted on only once its commit has returned, in step order.
+//
+// A commit that fails (a full disk) stops the run as a first Ctrl-C would:
+// nothing new starts, running attempts get the grace period, and the run
+// ends with the error once they are over. The attempts of a step that
+// could not be committed are never started: the core hears that they were
+// interrupted, so the state the next apply finds says to resume them.
 func (r *Run) loop(ctx context.Context, first core.Ready) {
 	defer close(r.done)
 	defer r.stopWorkers()
@@ -293,6 +357,8 @@ func (r *Run) loop(ctx context.Context, first core.Ready) {
 		armed  time.Time
 		wake   = first.Wake
 		batch  []core.Result
+		// failed is the first commit or spawn-record error.
+		failed error
 	)
 	defer func() {
 		if timer != nil {
@@ -302,25 +368,6 @@ func (r *Run) loop(ctx context.Context, first core.Ready) {
 			grace.Stop()
 		}
 	}()
-	// act carries out a committed step; it reports whether the run is over.
-	act := func(ready core.Ready) bool {
-		if r.opts.Bus != nil {
-			r.opts.Bus.Publish(ready.Events...)
-		}
-		for _, a := range ready.Start {
-			r.launch(a)
-		}
-		if ready.Done {
-			r.outcome.Status = ready.Status
-			for _, ev := range ready.Events {
-				if ev.Type == event.RunCompleted && ev.Summary != nil {
-					r.outcome.Summary = *ev.Summary
-				}
-			}
-			return true
-		}
-		return false
-	}
 	step := func(next core.Ready) {
 		wake = next.Wake
 		cm.submit(next)
@@ -334,8 +381,74 @@ func (r *Run) loop(ctx context.Context, first core.Ready) {
 		}
 		step(r.core.Stop(r.clock.Now()))
 	}
+	fail := func(err error) {
+		if failed == nil {
+			failed = err
+			r.err = err
+			stop(false)
+		}
+	}
+	// refuse tells the core that attempts it asked for were not started.
+	refuse := func(starts []core.Attempt) {
+		if len(starts) == 0 {
+			return
+		}
+		now := r.clock.Now()
+		rs := make([]core.Result, len(starts))
+		for i, a := range starts {
+			rs[i] = core.Result{
+				Workflow: a.Workflow, Instance: a.Instance, Activity: a.Activity, Number: a.Number,
+				Start: now, End: now, Interrupted: true,
+				Failure: &retry.Failure{Type: core.TypeInterrupted, Message: "not started: the state could not be saved"},
+			}
+		}
+		step(r.core.AttemptsDone(now, rs))
+	}
+	// act carries out a step; it reports whether the run is over.
+	act := func(ready core.Ready, committed bool) bool {
+		if committed && r.opts.Bus != nil {
+			r.opts.Bus.Publish(ready.Events...)
+		}
+		if committed && failed == nil {
+			for _, a := range ready.Start {
+				r.launch(a)
+			}
+		} else {
+			refuse(ready.Start)
+		}
+		if ready.Done {
+			r.outcome.Status = ready.Status
+			if failed != nil {
+				r.outcome.Status = event.StatusFailed
+			}
+			for _, ev := range ready.Events {
+				if ev.Type == event.RunCompleted && ev.Summary != nil {
+					r.outcome.Summary = *ev.Summary
+				}
+			}
+			return true
+		}
+		return false
+	}
+	// receive feeds finished attempts to the core, all that are there.
+	receive := func(d attemptDone) {
+		batch = batch[:0]
+		for more := true; more; {
+			r.inflight--
+			batch = append(batch, d.res)
+			if d.err != nil {
+				fail(d.err)
+			}
+			select {
+			case d = <-r.results:
+			default:
+				more = false
+			}
+		}
+		step(r.core.AttemptsDone(r.clock.Now(), batch))
+	}
 
-	if act(first) {
+	if act(first, true) {
 		return
 	}
 	for {
@@ -360,28 +473,15 @@ func (r *Run) loop(ctx context.Context, first core.Ready) {
 		select {
 		case done := <-cm.done:
 			if done.err != nil {
-				r.abort(done.err)
-				return
+				fail(done.err)
 			}
 			for _, ready := range done.steps {
-				if act(ready) {
+				if act(ready, done.err == nil) {
 					return
 				}
 			}
-		case res := <-r.results:
-			r.inflight--
-			batch = append(batch[:0], res)
-			// Everything that finished meanwhile shares this step.
-			for drained := false; !drained; {
-				select {
-				case res := <-r.results:
-					r.inflight--
-					batch = append(batch, res)
-				default:
-					drained = true
-				}
-			}
-			step(r.core.AttemptsDone(r.clock.Now(), batch))
+		case d := <-r.results:
+			receive(d)
 		case <-timerC:
 			armed = time.Time{}
 			timerC = nil
@@ -403,98 +503,6 @@ func (r *Run) loop(ctx context.Context, first core.Ready) {
 			stop(true)
 		}
 	}
-}
-
-// committer commits the core's steps in order, merging every step queued
-// while the previous commit was in flight into one Commit (one fsync).
-type committer struct {
-	commit func([]record.Mutation) error
-	mu     sync.Mutex
-	queue  []core.Ready
-	notify chan struct{}
-	quit   chan struct{}
-	exited chan struct{}
-	done   chan commitDone
-}
-
-type commitDone struct {
-	steps []core.Ready
-	err   error
-}
-
-func newCommitter(commit func([]record.Mutation) error) *committer {
-	return &committer{
-		commit: commit,
-		notify: make(chan struct{}, 1),
-		quit:   make(chan struct{}),
-		exited: make(chan struct{}),
-		done:   make(chan commitDone),
-	}
-}
-
-func (c *committer) submit(r core.Ready) {
-	c.mu.Lock()
-	c.queue = append(c.queue, r)
-	c.mu.Unlock()
-	select {
-	case c.notify <- struct{}{}:
-	default:
-	}
-}
-
-func (c *committer) run() {
-	defer close(c.exited)
-	for {
-		select {
-		case <-c.notify:
-		case <-c.quit:
-			return
-		}
-		for {
-			c.mu.Lock()
-			steps := c.queue
-			c.queue = nil
-			c.mu.Unlock()
-			if len(steps) == 0 {
-				break
-			}
-			var ms []record.Mutation
-			for _, s := range steps {
-				ms = append(ms, s.Persist...)
-			}
-			err := c.commit(ms)
-			select {
-			case c.done <- commitDone{steps: steps, err: err}:
-			case <-c.quit:
-				return
-			}
-			if err != nil {
-				return
-			}
-		}
-	}
-}
-
-// close stops the committer and waits for it, so that no commit is in
-// flight once the run is over.
-func (c *committer) close() {
-	close(c.quit)
-	<-c.exited
-}
-
-// abort ends a run whose state can no longer be written: nothing more may
-// start, running attempts are cancelled and awaited so no goroutine
-// outlives the run.
-func (r *Run) abort(err error) {
-	r.err = err
-	r.outcome.Status = event.StatusFailed
-	r.cancelAttempts()
-	for r.inflight > 0 {
-		<-r.results
-		r.inflight--
-	}
-	r.stopWorkers()
-	r.wg.Wait()
 }
 
 // launch runs a on an idle worker, or on a new one when none is idle, so
@@ -530,8 +538,13 @@ func (r *Run) worker(a core.Attempt) {
 // after delivering its result.
 func (r *Run) stopWorkers() { r.stopOnce.Do(func() { close(r.workersQuit) }) }
 
-func (r *Run) runAttempt(a core.Attempt) core.Result {
-	res := r.opts.Runner.Run(r.attemptCtx, activity.Request{
+func (r *Run) runAttempt(a core.Attempt) attemptDone {
+	ctx := r.attemptCtx
+	var spawnErr error
+	if r.spawns != nil && a.Spec != nil && a.Spec.Exec != nil {
+		ctx = activity.WithSpawnHook(ctx, func(pid int) { spawnErr = r.recordSpawn(a, pid) })
+	}
+	res := r.opts.Runner.Run(ctx, activity.Request{
 		Workflow:       a.Workflow,
 		Instance:       a.Instance,
 		Activity:       a.Activity,
@@ -552,6 +565,9 @@ func (r *Run) runAttempt(a core.Attempt) core.Result {
 	if res.Failure != nil {
 		f := retry.Failure(*res.Failure)
 		out.Failure = &f
+		// Only the engine's own cancellation makes an attempt interrupted;
+		// an activity that reports the type itself failed on its own.
+		out.Interrupted = f.Type == activity.TypeInterrupted && r.attemptCtx.Err() != nil
 	}
-	return out
+	return attemptDone{res: out, err: spawnErr}
 }

@@ -120,18 +120,85 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// memStore is an in-memory Store that records every commit.
+// memStore is an in-memory Store that records every commit. It
+// implements the optional interfaces the executor uses (identity,
+// instances, attempts, spawns) the way statefile does.
 type memStore struct {
 	mu       sync.Mutex
+	id       string
 	acts     map[string]map[string]*record.Activity
 	attempts map[string]*record.Attempt
 	budgets  map[string]*record.Budget
+	insts    map[string]*record.Instance
+	spawns   map[string]map[string]*record.Spawn
 	commits  int
 	failAt   int // fail the commit with this 1-based number; 0 never
+	// failFrom fails every commit from this 1-based number on; 0 never.
+	failFrom int
+	// failSpawns fails RecordSpawn.
+	failSpawns bool
 }
 
 func newMemStore() *memStore {
-	return &memStore{acts: map[string]map[string]*record.Activity{}, attempts: map[string]*record.Attempt{}, budgets: map[string]*record.Budget{}}
+	return &memStore{
+		id:       "00112233445566778899aabbccddeeff",
+		acts:     map[string]map[string]*record.Activity{},
+		attempts: map[string]*record.Attempt{},
+		budgets:  map[string]*record.Budget{},
+		insts:    map[string]*record.Instance{},
+		spawns:   map[string]map[string]*record.Spawn{},
+	}
+}
+
+func (s *memStore) ID() string { return s.id }
+
+func (s *memStore) Instance(workflow, key string) (*record.Instance, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r := s.insts[workflow+"/"+key]; r != nil {
+		cp := *r
+		return &cp, nil
+	}
+	return nil, nil
+}
+
+func (s *memStore) Attempts(workflow, key, activity string) ([]*record.Attempt, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*record.Attempt
+	for _, a := range s.attempts {
+		if a.Workflow == workflow && a.Instance == key && a.Activity == activity {
+			cp := *a
+			out = append(out, &cp)
+		}
+	}
+	return out, nil
+}
+
+func (s *memStore) RecordSpawn(sp *record.Spawn) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failSpawns {
+		return errDiskFull
+	}
+	addr := sp.Workflow + "/" + sp.Instance
+	if s.spawns[addr] == nil {
+		s.spawns[addr] = map[string]*record.Spawn{}
+	}
+	cp := *sp
+	s.spawns[addr][sp.Activity] = &cp
+	return nil
+}
+
+func (s *memStore) Spawns(workflow, key string) (map[string]*record.Spawn, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]*record.Spawn{}
+	for k, v := range s.spawns[workflow+"/"+key] {
+		cp := *v
+		out[k] = &cp
+	}
+	return out, nil
 }
 
 func (s *memStore) Activities(workflow, key string) (map[string]*record.Activity, error) {
@@ -162,7 +229,7 @@ func (s *memStore) Commit(ms []record.Mutation) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.commits++
-	if s.commits == s.failAt {
+	if s.commits == s.failAt || s.failFrom > 0 && s.commits >= s.failFrom {
 		return errDiskFull
 	}
 	for _, m := range ms {
@@ -180,6 +247,9 @@ func (s *memStore) Commit(ms []record.Mutation) error {
 		case m.Budget != nil:
 			b := *m.Budget
 			s.budgets[b.Name] = &b
+		case m.Instance != nil:
+			i := *m.Instance
+			s.insts[i.Address()] = &i
 		}
 	}
 	return nil

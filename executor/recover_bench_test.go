@@ -55,7 +55,7 @@ func BenchmarkRecover100kDueTimers(b *testing.B) {
 		name := fmt.Sprintf("a%d", i)
 		muts = append(muts, record.Mutation{Activity: &record.Activity{
 			Workflow: wf.Name, Instance: wf.Key, Name: name,
-			Generation: 1, IdempotencyKey: core.IdempotencyKey(wf.Name, wf.Key, name, 1),
+			Generation: 1, IdempotencyKey: core.IdempotencyKey(core.KeyInput{StateID: st.ID(), Workflow: wf.Name, Instance: wf.Key, Activity: name, InstanceCreated: now, Generation: 1}),
 			Status: record.StatusWaiting, Attempts: 1, RuleCounts: []int{1},
 			FirstStart: due.Add(-time.Second), LastDelay: time.Second,
 			Timer: &record.Timer{Kind: record.TimerRetry, FireAt: due, Attempt: 2, Set: due.Add(-time.Second), Delay: time.Second, Source: "policy"},

@@ -341,7 +341,7 @@ func planActivity(wf *config.Workflow, a *config.Activity, records map[string]*r
 			}
 		}
 		ap.Action, ap.Generation = ActionResume, gen
-		ap.ResumeAttempt, ap.DueAt, ap.Reason = resumePoint(rec, now)
+		ap.ResumeAttempt, ap.DueAt, ap.Reason = resumePoint(rec, now, interruptOptOut(a.Rules))
 		return ap, nil
 
 	case record.StatusFailed:
@@ -392,17 +392,23 @@ func defHash(wf *config.Workflow, a *config.Activity, records map[string]*record
 }
 
 // resumePoint says which attempt a resumed activity starts next, when, and
-// why.
-func resumePoint(rec *record.Activity, now time.Time) (attempt int, due time.Time, reason string) {
+// why. optOut says the policy lists "interrupted" in non_retryable_errors.
+func resumePoint(rec *record.Activity, now time.Time, optOut bool) (attempt int, due time.Time, reason string) {
 	if rec.Status == record.StatusRunning {
-		return rec.Attempts + 1, time.Time{}, fmt.Sprintf("attempt %d was interrupted; retried under its policy", max(rec.Attempts, 1))
+		n := max(rec.Attempts, 1)
+		if optOut {
+			return n + 1, time.Time{}, fmt.Sprintf("attempt %d was interrupted; the policy says a person must check it (non_retryable_errors has \"interrupted\"): the apply fails it", n)
+		}
+		return n + 1, time.Time{}, fmt.Sprintf("attempt %d was interrupted; attempt %d starts at once (interrupted attempts count against no limit)", n, n+1)
 	}
 	if t := rec.Timer; t != nil {
-		switch t.Kind {
-		case record.TimerSleep:
+		switch {
+		case t.Kind == record.TimerSleep:
 			return t.Attempt, t.FireAt, "sleeping until " + t.FireAt.Format(time.RFC3339)
-		case record.TimerBudget:
+		case t.Kind == record.TimerBudget:
 			return t.Attempt, t.FireAt, fmt.Sprintf("attempt %d waits for the retry budget, %s", t.Attempt, dueText(t.FireAt, now))
+		case t.Source == sourceInterrupted:
+			return t.Attempt, t.FireAt, fmt.Sprintf("attempt %d %s (attempt %d was interrupted; it counts against no limit)", t.Attempt, dueText(t.FireAt, now), t.Attempt-1)
 		default:
 			return t.Attempt, t.FireAt, fmt.Sprintf("attempt %d %s", t.Attempt, dueText(t.FireAt, now))
 		}
@@ -420,7 +426,32 @@ func dueText(at, now time.Time) string {
 	return fmt.Sprintf("due in %s (%s)", formatDuration(roundForHumans(at.Sub(now))), at.Format(time.RFC3339))
 }
 
+// sourceInterrupted is the timer source the executor records after an
+// interrupted attempt (event.SourceInterrupted; the planner does not
+// import the executor).
+const sourceInterrupted = "interrupted"
+
+// reasonInterrupted is the failure reason of an interrupted attempt whose
+// policy opted out of resuming it (event.ReasonInterrupted).
+const reasonInterrupted = "interrupted"
+
+// interruptOptOut reports whether the retry rules opt out of resuming an
+// interrupted attempt: the first rule matching the error type
+// "interrupted" lists exactly "interrupted" in non_retryable_errors. It
+// mirrors core.InterruptOptOut.
+func interruptOptOut(rules []retry.Rule) bool {
+	for _, rule := range rules {
+		if len(rule.On) == 0 || retry.MatchAny(rule.On, "interrupted") {
+			return slices.Contains(rule.Policy.NonRetryable, "interrupted")
+		}
+	}
+	return false
+}
+
 func failedReason(rec *record.Activity) string {
+	if rec.FailReason == reasonInterrupted {
+		return fmt.Sprintf("interrupted at attempt %d: the policy says a person must check it first (non_retryable_errors has \"interrupted\"); runs again from attempt 1", max(rec.Attempts, 1))
+	}
 	var b strings.Builder
 	b.WriteString("failed last time")
 	switch {

@@ -89,11 +89,36 @@ func TestRenderGolden(t *testing.T) {
 		t.Fatal(diags)
 	}
 
+	// Interrupted attempts, end to end: a crash mid-attempt resumes at
+	// once, an opt-out fails (and then shows as ! for a person to check).
+	optOut := paymentPolicy
+	optOut.NonRetryable = []string{"interrupted"}
+	icfg := &config.Config{Hash: "h", Workflows: []*config.Workflow{workflow("deploy", "prod",
+		act("migrate", config.KindExec, 3),
+		act("rollout", config.KindExec, 8),
+		act("announce", config.KindExec, 13),
+		act("charge", config.KindExec, 18),
+	)}}
+	icfg.Workflows[0].Activities[0].Rules = []retry.Rule{{Policy: optOut}}
+	icfg.Workflows[0].Activities[2].Rules = []retry.Rule{{Policy: optOut}}
+	irecs := map[string]*record.Activity{
+		"migrate":  {Name: "migrate", Generation: 1, Status: record.StatusFailed, Attempts: 2, FailReason: "interrupted", LastError: &record.Error{Type: "interrupted"}},
+		"rollout":  {Name: "rollout", Generation: 1, Status: record.StatusRunning, Attempts: 1},
+		"announce": {Name: "announce", Generation: 1, Status: record.StatusRunning, Attempts: 1},
+		"charge": {Name: "charge", Generation: 1, Status: record.StatusWaiting, Attempts: 2, Interrupted: 1,
+			Timer: &record.Timer{Kind: record.TimerRetry, Attempt: 3, FireAt: planNow, Source: "interrupted"}},
+	}
+	interrupted, diags := build(icfg, memState{instances: map[string]map[string]*record.Activity{"deploy/prod": irecs}}, Options{Now: planNow}, fakeResolver{}.resolve)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+
 	tests := []struct {
 		name  string
 		plan  *Plan
 		color bool
 	}{
+		{"interrupted.golden", interrupted, false},
 		{"symbols.golden", symbolsPlan(), false},
 		{"symbols_color.golden", symbolsPlan(), true},
 		{"no_changes.golden", &Plan{Instances: []InstancePlan{unchanged("order", "order-1001"), unchanged("billing", "default")}}, false},

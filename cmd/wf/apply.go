@@ -31,12 +31,40 @@ type ApplyCommand struct {
 	json        bool
 	parallelism int
 	replace     stringList
+	// stdout and stderr wrap the CLI's streams: once a write fails (a
+	// closed pipe or terminal) they swallow what follows, so that no view
+	// and no message can stop the run.
+	stdout, stderr *outputWriter
+}
+
+// outputWriter passes writes through until one fails, and from then on
+// drops them, reporting success: the output has ended, the run has not.
+type outputWriter struct {
+	mu    sync.Mutex
+	w     io.Writer
+	ended error
+}
+
+func (o *outputWriter) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.ended != nil {
+		return len(p), nil
+	}
+	if _, err := o.w.Write(p); err != nil {
+		o.ended = err
+	}
+	return len(p), nil
 }
 
 // Run implements `wf apply [-auto-approve] [-json] [-parallelism N]
 // [-replace ADDR]... [DIR or PLANFILE]`.
 func (cmd *ApplyCommand) Run(ctx context.Context, args []string) error {
 	c := cmd.cli
+	// A closed stdout or stderr never stops an apply (SPEC §4.1).
+	catchBrokenPipe()
+	cmd.stdout = &outputWriter{w: c.Stdout}
+	cmd.stderr = &outputWriter{w: c.Stderr}
 	fs := c.newFlagSet("apply", "wf apply [options] [DIR | PLANFILE]",
 		"Run the workflows of the configuration in DIR (default \".\"): show the plan,\nask for approval, then run every activity that needs to, retrying under its\npolicy. Activities that already succeeded with the same definition are\nskipped, pending retries resume. With a PLANFILE saved by wf plan -out, run\nexactly that plan, without asking; a plan that no longer matches the\nconfiguration or the state is refused.\n\nExit codes: 0 success, 1 error or failed workflow, 130 interrupted (the\nstate is saved; run wf apply again to resume).")
 	cmd.flags.register(fs)
@@ -156,7 +184,7 @@ func (cmd *ApplyCommand) showPlan(plan *planner.Plan) error {
 	if cmd.json {
 		return nil
 	}
-	if err := planner.Render(cmd.cli.Stdout, plan, cmd.cli.color(cmd.cli.Stdout, cmd.flags.noColor)); err != nil {
+	if err := planner.Render(cmd.stdout, plan, cmd.cli.color(cmd.cli.Stdout, cmd.flags.noColor)); err != nil {
 		return fmt.Errorf("render plan: %w", err)
 	}
 	return nil
@@ -168,12 +196,12 @@ func (cmd *ApplyCommand) approve() error {
 	if !c.IsTerminal(c.Stdin) {
 		return errors.New("wf apply needs -auto-approve when stdin is not a terminal")
 	}
-	fmt.Fprint(c.Stdout, "\nDo you want to run these activities?\n  Only 'yes' will be accepted to approve.\n\n  Enter a value: ")
+	fmt.Fprint(cmd.stdout, "\nDo you want to run these activities?\n  Only 'yes' will be accepted to approve.\n\n  Enter a value: ")
 	line, err := readLine(c.Stdin)
 	if err != nil {
 		return fmt.Errorf("read approval: %w", err)
 	}
-	fmt.Fprintln(c.Stdout)
+	fmt.Fprintln(cmd.stdout)
 	if strings.TrimSpace(line) != "yes" {
 		return errors.New("apply cancelled")
 	}
@@ -213,13 +241,13 @@ func (cmd *ApplyCommand) execute(ctx context.Context, cfg *config.Config, store 
 	sub := bus.Subscribe()
 	useTUI := !cmd.json && c.IsTerminal(c.Stdout)
 	// The dashboard shows its own interrupt notice.
-	ctl := &controller{stderr: c.Stderr, quiet: useTUI}
+	ctl := &controller{stderr: cmd.stderr, quiet: useTUI}
 	serveCtx, stopServe := context.WithCancel(ctx)
 	defer stopServe()
 	sock, err := event.Serve(serveCtx, filepath.Join(store.Dir(), socketName), bus, event.ServeOptions{OnFireNow: ctl.FireNow})
 	if err != nil {
 		// Only wf watch needs the socket; the run goes on without it.
-		fmt.Fprintf(c.Stderr, "Warning: wf watch will not work for this run: %v\n", err)
+		fmt.Fprintf(cmd.stderr, "Warning: wf watch will not work for this run: %v\n", err)
 	} else {
 		defer sock.Close()
 	}
@@ -251,13 +279,13 @@ func (cmd *ApplyCommand) execute(ctx context.Context, cfg *config.Config, store 
 	viewCtx, stopView := context.WithCancel(ctx)
 	defer stopView()
 	if !cmd.json {
-		fmt.Fprintln(c.Stdout) // set the run apart from the plan above it
+		fmt.Fprintln(cmd.stdout) // set the run apart from the plan above it
 	}
 	viewDone := make(chan error, 1)
 	go func() {
 		switch {
 		case cmd.json:
-			viewDone <- jsonView(viewCtx, sub, c.Stdout)
+			viewDone <- jsonView(viewCtx, sub, cmd.stdout)
 		case useTUI:
 			_, err := tui.Run(viewCtx, sub, tui.Options{
 				Title:      "wf apply",
@@ -267,7 +295,7 @@ func (cmd *ApplyCommand) execute(ctx context.Context, cfg *config.Config, store 
 			}, c.Stdin, c.Stdout)
 			viewDone <- err
 		default:
-			viewDone <- newPlainView(c.Stdout, len(instances), c.now).run(viewCtx, sub)
+			viewDone <- newPlainView(cmd.stdout, len(instances), c.now).run(viewCtx, sub)
 		}
 	}()
 
@@ -289,16 +317,18 @@ func (cmd *ApplyCommand) execute(ctx context.Context, cfg *config.Config, store 
 	// The executor has published everything; closing the bus lets the view
 	// drain what is queued and return.
 	bus.Close()
-	viewErr := <-viewDone
-	if runErr != nil {
-		return fmt.Errorf("run: %w", runErr)
+	if viewErr := <-viewDone; viewErr != nil {
+		// The dashboard could not draw (a closed terminal): the run went
+		// on regardless, and its outcome decides the exit code.
+		fmt.Fprintf(cmd.stderr, "Warning: the dashboard stopped: %v\n", viewErr)
 	}
-	if viewErr != nil {
-		return fmt.Errorf("view: %w", viewErr)
+	if runErr != nil {
+		// A commit failed: the run stopped as on a first Ctrl-C.
+		return fmt.Errorf("run: %w", runErr)
 	}
 	status := outcome.Status
 	if !cmd.json {
-		fmt.Fprintf(c.Stdout, "\n%s\n", fmtSummary(status, outcome.Summary))
+		fmt.Fprintf(cmd.stdout, "\n%s\n", fmtSummary(status, outcome.Summary))
 	}
 	switch status {
 	case event.StatusSucceeded:
@@ -361,7 +391,10 @@ func (c *controller) Detach() {
 	run.Stop()
 }
 
-// Interrupt handles Ctrl-C and SIGTERM.
+// Interrupt handles Ctrl-C, SIGTERM and SIGHUP: the first stops starting
+// attempts and lets running ones finish for the grace period; any further
+// one cancels them (they are recorded interrupted and resume, with the same
+// key, on the next apply). Either way the apply exits 130.
 func (c *controller) Interrupt() {
 	c.mu.Lock()
 	c.interrupts++

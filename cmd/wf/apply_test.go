@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -418,18 +419,26 @@ func TestWatchFollowsApply(t *testing.T) {
 	dir := writeConfig(t, map[string]string{"main.wf.hcl": napConfig})
 	a := startApply(t, dir) // apply is about to start the run; the socket shows when it serves
 
-	watched := make(chan result, 1)
-	go func() { watched <- wf(t, "watch", dir) }()
-	// Give the watcher time to connect and receive the replay, then end
-	// the apply: the watcher ends with it.
-	deadline := time.Now().Add(10 * time.Second)
+	// The watcher is started once the socket serves, and the apply is
+	// ended only once the watcher has printed the replay, so that no
+	// machine is too slow for the test: the watcher ends with the apply.
+	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		if _, err := os.Stat(filepath.Join(dir, ".wf", "events.sock")); err == nil {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	time.Sleep(200 * time.Millisecond)
+	watchOut := &lockedBuffer{}
+	watched := make(chan result, 1)
+	go func() {
+		var stderr strings.Builder
+		code := run(t.Context(), []string{"watch", dir}, strings.NewReader(""), watchOut, &stderr, baseEnv(t))
+		watched <- result{code: code, stdout: watchOut.String(), stderr: stderr.String()}
+	}()
+	for !strings.Contains(watchOut.String(), "activity.nap: attempt 1") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
 	a.signals <- syscall.SIGINT
 	if code := <-a.done; code != 130 {
 		t.Errorf("apply: exit %d, want 130", code)
@@ -447,4 +456,22 @@ func TestWatchFollowsApply(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("watch did not end with the apply")
 	}
+}
+
+// lockedBuffer is a strings.Builder safe for a writer and a reader.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -288,20 +288,31 @@ func TestKillMidBackoffKeepsOriginalFireTime(t *testing.T) {
 	p := durStart(t, dir)
 	ev := p.waitEvent(t, 20*time.Second, "retry_scheduled", isType("retry_scheduled"))
 	fireAt := eventTime(t, ev, "fire_at")
-	time.Sleep(300 * time.Millisecond) // well inside the 1.5s backoff
+	time.Sleep(300 * time.Millisecond) // inside the 1.5s backoff
 	p.kill9(t)
 
 	p2 := durStart(t, dir)
-	p2.waitEvent(t, 10*time.Second, "timer_recovered", isType("timer_recovered"))
-	if code := p2.wait(t, 30*time.Second); code != 0 {
+	rec := p2.waitEvent(t, 20*time.Second, "timer_recovered", isType("timer_recovered"))
+	if got := eventTime(t, rec, "fire_at"); !got.Equal(fireAt) {
+		t.Errorf("recovered timer fires at %v, want the recorded %v (not restarted)", got, fireAt)
+	}
+	if code := p2.wait(t, 60*time.Second); code != 0 {
 		t.Fatalf("resumed apply exited %d; stderr:\n%s", code, p2.stderr.String())
 	}
 	log := durReadLog(t, filepath.Join(dir, "log"))
 	if len(log) != 3 {
 		t.Fatalf("got %d attempts, want 3: %+v", len(log), log)
 	}
-	if lag := log[1].At.Sub(fireAt); lag < -150*time.Millisecond || lag > 150*time.Millisecond {
-		t.Errorf("attempt 2 started %v from its recorded fire time; want within ±150ms", lag)
+	started := p2.waitEvent(t, time.Second, "attempt_started 2", func(ev map[string]any) bool {
+		return ev["type"] == "attempt_started" && ev["attempt"] == 2.0
+	})
+	// Judged by the engine's own records and the activity's clock: never
+	// before the recorded fire time; how late depends on the machine.
+	if at := eventTime(t, started, "@timestamp"); at.Before(fireAt) {
+		t.Errorf("attempt 2 recorded as started %v before its fire time", fireAt.Sub(at))
+	}
+	if lag := log[1].At.Sub(fireAt); lag < 0 || lag > durLateness {
+		t.Errorf("attempt 2 ran %v after its recorded fire time; want in [0, %v]", lag, durLateness)
 	}
 	if len(keysOf(log)) != 1 {
 		t.Errorf("idempotency key changed across the crash: %+v", log)
@@ -313,6 +324,12 @@ func TestKillMidBackoffKeepsOriginalFireTime(t *testing.T) {
 	}
 }
 
+// durLateness bounds how late an attempt may start after its recorded
+// time in these end-to-end tests: generous, since the binary is built with
+// the race detector and the machine is shared; it only says the retry was
+// not lost. Exactness is checked on the engine's records instead.
+const durLateness = 10 * time.Second
+
 func TestKillWithOverdueTimerFiresAtOnce(t *testing.T) {
 	dir := durSetup(t, fmt.Sprintf(durBackoffHCL, "800ms"))
 	p := durStart(t, dir)
@@ -321,17 +338,23 @@ func TestKillWithOverdueTimerFiresAtOnce(t *testing.T) {
 	p.kill9(t)
 	time.Sleep(time.Until(fireAt) + 700*time.Millisecond) // the timer is overdue now
 
-	restart := time.Now()
 	p2 := durStart(t, dir)
-	if code := p2.wait(t, 30*time.Second); code != 0 {
+	if code := p2.wait(t, 60*time.Second); code != 0 {
 		t.Fatalf("resumed apply exited %d; stderr:\n%s", code, p2.stderr.String())
 	}
 	log := durReadLog(t, filepath.Join(dir, "log"))
 	if len(log) != 3 {
 		t.Fatalf("got %d attempts, want 3: %+v", len(log), log)
 	}
-	if d := log[1].At.Sub(restart); d > 2*time.Second {
-		t.Errorf("overdue retry started %v after the restart; want at once", d)
+	// "At once" by the engine's own record: attempt 2 starts in the very
+	// step that loads the state (the plan event's step), whatever the
+	// machine's speed.
+	plan := p2.waitEvent(t, time.Second, "plan", isType("plan"))
+	started := p2.waitEvent(t, time.Second, "attempt_started 2", func(ev map[string]any) bool {
+		return ev["type"] == "attempt_started" && ev["attempt"] == 2.0
+	})
+	if a, b := eventTime(t, plan, "@timestamp"), eventTime(t, started, "@timestamp"); !a.Equal(b) {
+		t.Errorf("overdue retry started %v after the run began; want in its first step", b.Sub(a))
 	}
 	if log[1].At.Before(fireAt) {
 		t.Errorf("attempt 2 started before its fire time")
@@ -392,6 +415,12 @@ workflow "dur" {
 	}
 }
 
+// TestBackoffGapsOnActivityClock: the waits are exactly the policy's
+// (100ms, 200ms, 400ms) as the engine records them, and no attempt starts
+// before its recorded fire time, on the engine's clock or the activity's.
+// Lateness is bounded generously: a loaded 2-core machine with the race
+// detector can hold a step for a long time; the speed targets live in
+// benchmarks (docs/performance.md).
 func TestBackoffGapsOnActivityClock(t *testing.T) {
 	dir := durSetup(t, `
 workflow "dur" {
@@ -410,32 +439,58 @@ workflow "dur" {
 }
 `)
 	p := durStart(t, dir)
-	if code := p.wait(t, 30*time.Second); code != 0 {
+	if code := p.wait(t, 60*time.Second); code != 0 {
 		t.Fatalf("apply exited %d; stderr:\n%s", code, p.stderr.String())
 	}
 	log := durReadLog(t, filepath.Join(dir, "log"))
 	if len(log) != 4 {
 		t.Fatalf("got %d attempts, want 4: %+v", len(log), log)
 	}
+	byAttempt := func(typ string, n int) map[string]any {
+		return p.waitEvent(t, time.Second, fmt.Sprintf("%s %d", typ, n), func(ev map[string]any) bool {
+			return ev["type"] == typ && ev["attempt"] == float64(n)
+		})
+	}
 	for i, want := range []time.Duration{100, 200, 400} {
 		want *= time.Millisecond
-		gap := log[i+1].At.Sub(log[i].At)
-		// The gap is the wait plus one failing attempt (a shell start and
-		// exit); it can never be shorter than the wait.
-		if gap < want || gap > want+120*time.Millisecond {
-			t.Errorf("gap before attempt %d = %v, want %v (+ at most 120ms of attempt time)", i+2, gap, want)
+		next := i + 2
+		failed := byAttempt("attempt_failed", next-1)
+		sched := byAttempt("retry_scheduled", next)
+		started := byAttempt("attempt_started", next)
+		if d := time.Duration(sched["delay_ms"].(float64)) * time.Millisecond; d != want {
+			t.Errorf("retry %d: recorded delay %v, want %v", next, d, want)
+		}
+		fireAt := eventTime(t, sched, "fire_at")
+		if got := fireAt.Sub(eventTime(t, failed, "@timestamp")); got != want {
+			t.Errorf("retry %d fires %v after the failure was recorded, want %v", next, got, want)
+		}
+		at := eventTime(t, started, "@timestamp")
+		if at.Before(fireAt) || at.Sub(fireAt) > durLateness {
+			t.Errorf("attempt %d recorded as started %v after its fire time; want in [0, %v]", next, at.Sub(fireAt), durLateness)
+		}
+		// The activity's own clock agrees: it ran after the fire time,
+		// so the gap from the attempt before is at least the wait.
+		if log[i+1].At.Before(fireAt) {
+			t.Errorf("attempt %d ran %v before its fire time", next, fireAt.Sub(log[i+1].At))
+		}
+		if gap := log[i+1].At.Sub(log[i].At); gap < want {
+			t.Errorf("gap before attempt %d = %v on the activity's clock, shorter than the wait %v", next, gap, want)
 		}
 	}
 }
 
+// TestSecondApplyFailsFastOnLock: a second apply on a locked state fails at
+// once. The first apply's activity waits for a file that the test creates
+// only after the second apply has returned, so "at once" needs no clock:
+// had it waited for the lock, it would never return.
 func TestSecondApplyFailsFastOnLock(t *testing.T) {
 	dir := durSetup(t, `
 workflow "dur" {
   key = "lock"
   activity "slow" {
     exec {
-      command = ["./rec.sh"]
-      env     = { LOG = "log", SLEEP_MS = "3000" }
+      script = "./rec.sh; while [ ! -f release ]; do sleep 0.05; done"
+      env    = { LOG = "log" }
     }
   }
 }
@@ -443,20 +498,38 @@ workflow "dur" {
 	p := durStart(t, dir)
 	p.waitEvent(t, 20*time.Second, "attempt_started", isType("attempt_started"))
 
-	start := time.Now()
-	out, err := exec.Command(durBinary(t), "apply", "-auto-approve", dir).CombinedOutput()
-	if took := time.Since(start); took > 2*time.Second {
-		t.Errorf("second apply took %v; want a fast failure", took)
+	second := exec.Command(durBinary(t), "apply", "-auto-approve", dir)
+	var out bytes.Buffer
+	second.Stdout, second.Stderr = &out, &out
+	if err := second.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- second.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(60 * time.Second):
+		_ = second.Process.Kill()
+		t.Fatal("the second apply waited for the lock")
 	}
 	ee, ok := err.(*exec.ExitError)
 	if !ok || ee.ExitCode() != 1 {
-		t.Fatalf("second apply: err=%v, want exit 1; output:\n%s", err, out)
+		t.Fatalf("second apply: err=%v, want exit 1; output:\n%s", err, out.String())
 	}
 	want := fmt.Sprintf("state is locked by PID %d", p.cmd.Process.Pid)
-	if !strings.Contains(string(out), want) {
-		t.Errorf("second apply output does not contain %q:\n%s", want, out)
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("second apply output does not contain %q:\n%s", want, out.String())
 	}
-	if code := p.wait(t, 30*time.Second); code != 0 {
+	select {
+	case <-p.done:
+		t.Fatal("the first apply ended before the second returned")
+	default:
+	}
+	if err := os.WriteFile(filepath.Join(dir, "release"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t, 60*time.Second); code != 0 {
 		t.Fatalf("first apply exited %d; stderr:\n%s", code, p.stderr.String())
 	}
 	if n := len(durReadLog(t, filepath.Join(dir, "log"))); n != 1 {

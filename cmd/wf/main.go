@@ -12,8 +12,8 @@
 //
 // Exit codes: 0 success; 1 an error or a failed workflow; 2 from
 // `wf plan -detailed-exitcode` when the plan has changes; 130 when wf apply
-// was interrupted or detached (the state is saved and the next apply
-// resumes).
+// was interrupted (SIGINT, SIGTERM or SIGHUP, once or twice) or detached
+// (the state is saved and the next apply resumes).
 package main
 
 import (
@@ -30,8 +30,22 @@ func main() {
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Environ()))
 }
 
-// notifySignals is what the real binary uses to receive SIGINT and SIGTERM.
+// notifySignals is what the real binary uses to receive the signals that
+// stop an apply: SIGINT (Ctrl-C), SIGTERM and SIGHUP (a closed terminal).
+// The first of them stops starting attempts, the second cancels them.
 func notifySignals(c chan<- os.Signal) (stop func()) {
-	signal.Notify(c, os.Interrupt, syscall.SIGTERM)
+	signal.Notify(c, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	return func() { signal.Stop(c) }
+}
+
+// catchBrokenPipe keeps a closed standard output or error (`wf apply -json
+// | head`) from killing wf: Go's runtime dies of SIGPIPE on a write to a
+// broken pipe on fd 1 or 2 unless SIGPIPE is notified; with it, the write
+// returns EPIPE and the views treat that as the end of their output. It
+// is caught, not ignored: an ignored disposition would be inherited by
+// every exec activity, while a caught one is reset by exec. It stays
+// caught until wf exits, so that the last error message cannot kill it
+// either.
+func catchBrokenPipe() {
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 }

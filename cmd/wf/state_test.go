@@ -31,7 +31,7 @@ func TestStateAndHistory(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("state show: exit %d: %s", r.code, r.stderr)
 	}
-	for _, want := range []string{"activity.charge\n", "activity.ship\n", "status           succeeded", "attempts         3", "idempotency key  wf1-", `"ch_1"`} {
+	for _, want := range []string{"activity.charge\n", "activity.ship\n", "status           succeeded", "attempts         3", "idempotency key  wf2-", `"ch_1"`} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("state show lacks %q:\n%s", want, r.stdout)
 		}

@@ -12,17 +12,21 @@ import (
 )
 
 // jsonView prints every event as one JSON object per line (wf apply -json).
+// A write error (a closed pipe, `wf apply -json | head`) ends the output,
+// never the run: the view keeps draining the bus until it closes.
 func jsonView(ctx context.Context, sub *event.Subscription, w io.Writer) error {
 	enc := json.NewEncoder(w)
+	ended := false
 	for {
 		batch, ok := sub.Next(ctx)
 		if !ok {
 			return nil
 		}
 		for i := range batch {
-			if err := enc.Encode(&batch[i]); err != nil {
-				return fmt.Errorf("write event: %w", err)
+			if ended {
+				break
 			}
+			ended = enc.Encode(&batch[i]) != nil
 		}
 	}
 }
@@ -43,16 +47,23 @@ func newPlainView(w io.Writer, instances int, now func() time.Time) *plainView {
 	return &plainView{w: w, prefixInstance: instances > 1, now: now, warned: map[string]bool{}}
 }
 
-// run prints events until the bus closes or ctx is done.
+// run prints events until the bus closes or ctx is done. A write error (a
+// closed pipe or terminal) ends the output, never the run: the view keeps
+// draining the bus.
 func (v *plainView) run(ctx context.Context, sub *event.Subscription) error {
+	ended := false
 	for {
 		batch, ok := sub.Next(ctx)
 		if !ok {
 			return nil
 		}
+		if ended {
+			continue
+		}
 		for _, line := range v.lines(batch) {
 			if _, err := fmt.Fprintln(v.w, line); err != nil {
-				return fmt.Errorf("write event: %w", err)
+				ended = true
+				break
 			}
 		}
 	}
@@ -114,6 +125,10 @@ func (v *plainView) format(e event.Event) string {
 	case event.RunCompleted:
 		// The final summary is printed from the run's outcome.
 		return ""
+	case event.OrphanEnded:
+		return fmtOrphanEnded(e)
+	case event.OrphanAlive:
+		return fmt.Sprintf("%s: error: %s", e.Activity, errMessage(e.Error))
 	default:
 		return fmt.Sprintf("%s: %s", orInstance(e), e.Type)
 	}
@@ -159,7 +174,40 @@ func fmtAttempt(e event.Event) string {
 }
 
 func fmtAttemptStarted(e event.Event) string {
-	return fmt.Sprintf("%s: %s started", e.Activity, fmtAttempt(e))
+	s := fmt.Sprintf("%s: %s started", e.Activity, fmtAttempt(e))
+	if e.Interrupted > 0 {
+		// Explains N: interrupted attempts are numbered, not counted.
+		s += fmt.Sprintf(" (%d interrupted before, not counted)", e.Interrupted)
+	}
+	return s
+}
+
+// fmtOrphanEnded is "activity.x: ended attempt 3 left running by a previous
+// wf (process group 4711; PIDs 4711, 4712)".
+func fmtOrphanEnded(e event.Event) string {
+	var what []string
+	if e.ProcessGroup != 0 {
+		what = append(what, fmt.Sprintf("process group %d", e.ProcessGroup))
+	}
+	if len(e.PIDs) > 0 {
+		pids := make([]string, len(e.PIDs))
+		for i, p := range e.PIDs {
+			pids[i] = fmt.Sprint(p)
+		}
+		what = append(what, plural(len(pids), "PID ", "PIDs ")+strings.Join(pids, ", "))
+	}
+	s := fmt.Sprintf("%s: ended attempt %d left running by a previous wf", e.Activity, e.Attempt)
+	if len(what) > 0 {
+		s += " (" + strings.Join(what, "; ") + ")"
+	}
+	return s
+}
+
+func errMessage(e *event.Error) string {
+	if e == nil {
+		return "error"
+	}
+	return e.Message
 }
 
 func fmtAttemptSucceeded(e event.Event) string {
@@ -180,6 +228,8 @@ func fmtRetry(e event.Event) string {
 		s += " (waiting for the retry budget)"
 	case "manual":
 		s += " (manual)"
+	case event.SourceInterrupted:
+		s = fmt.Sprintf("retry %d now (an interrupted attempt does not count against the retry policy)", e.Attempt)
 	}
 	return s
 }

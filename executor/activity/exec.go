@@ -34,7 +34,8 @@ type execOutputs struct {
 
 // runExec runs one exec attempt. The process gets its own process group so
 // that a timeout or cancellation kills everything it spawned, not just the
-// direct child.
+// direct child, and dies with wf (Pdeathsig). Once it has started, the
+// spawn hook of ctx (WithSpawnHook) learns its PID.
 func (r *Runner) runExec(ctx context.Context, req Request) (any, *Failure) {
 	spec := req.Spec.Exec
 	out := &execOutputs{ExitCode: -1}
@@ -75,7 +76,14 @@ func (r *Runner) runExec(ctx context.Context, req Request) (any, *Failure) {
 		cmd.Stdin = files.stdin
 		cmd.Stdout = stdout
 		cmd.Stderr = stderr
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		// Pdeathsig: if wf dies (kill -9, a crash), the kernel kills the
+		// direct child at once rather than letting it run unsupervised.
+		// It reaches only that child (grandchildren are ended by the
+		// next run, from the spawn record and their environment), and
+		// it fires when the forking OS thread exits, which for Go means
+		// the process: the runtime never retires a thread that is not
+		// locked, and attempts never lock theirs.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 		cmd.Cancel = func() error { return killGroup(cmd.Process.Pid) }
 		// Without WaitDelay a grandchild that inherited stdout would keep
 		// Wait blocked until it exits, even after the leader is gone.
@@ -103,6 +111,9 @@ func (r *Runner) runExec(ctx context.Context, req Request) (any, *Failure) {
 			}
 			return out, startFailure(argv[0], err)
 		}
+	}
+	if hook := spawnHook(ctx); hook != nil {
+		hook(cmd.Process.Pid)
 	}
 	// The process may have written either file; neither may outlive the
 	// attempt. takeFile removes what it reads; this catches the error file

@@ -49,7 +49,9 @@ type Attempt struct {
 	// Instance is the instance key (not the address).
 	Instance string
 	// Activity is the bare activity name.
-	Activity       string
+	Activity string
+	// Generation and Number identify the attempt.
+	Generation     int
 	Number         int
 	IdempotencyKey string
 	Spec           *config.Resolved
@@ -68,6 +70,31 @@ type Result struct {
 	Outputs  json.RawMessage
 	// Failure is nil when the attempt succeeded.
 	Failure *retry.Failure
+	// Interrupted is set when the engine cut the attempt short (a second
+	// Ctrl-C, the end of the grace period, a failed commit): the attempt
+	// is recorded interrupted and never ends the activity (SPEC §4.1).
+	// A failure of type "interrupted" that the activity reported itself
+	// (in its error file) is an ordinary failure.
+	Interrupted bool
+}
+
+// Orphan is what the shell found, and did, about an attempt that a
+// previous run left running, before the core records it interrupted.
+type Orphan struct {
+	// Number is the attempt the processes belonged to.
+	Number int
+	// ProcessGroup is the recorded process group that was still alive
+	// and was killed; 0 when it was gone.
+	ProcessGroup int
+	// Killed lists the processes that were killed.
+	Killed []int
+	// Survivors lists the processes still alive after SIGKILL and the
+	// wait; when set, the activity's next attempt is not started in this
+	// run, so that two attempts of it never run at once.
+	Survivors []int
+	// Err is set when the processes could not be looked for at all; the
+	// next attempt is not started either.
+	Err string
 }
 
 // Mode is what a run does with one activity; the planner decides it.
@@ -127,15 +154,45 @@ type Options struct {
 	// InstanceState holds the stored instance records by address, so that
 	// their creation time survives a resume. Optional.
 	InstanceState map[string]*record.Instance
+	// StateID is the identity of the state directory (statefile's
+	// Store.ID); idempotency keys are derived from it.
+	StateID string
+	// Orphans holds, by instance address then activity name, what the
+	// shell did about the processes of attempts found running. Optional.
+	Orphans map[string]map[string]Orphan
 	// Resolve evaluates an activity's kind block; nil means
 	// (*config.Activity).Resolve. Tests replace it.
 	Resolve func(a *config.Activity, upstream map[string]cty.Value) (*config.Resolved, hcl.Diagnostics)
 }
 
+// KeyInput is what an idempotency key is derived from (SPEC §4.2).
+type KeyInput struct {
+	// StateID is the random identity of the state directory.
+	StateID string
+	// Workflow, Instance (the instance key) and Activity are names.
+	Workflow, Instance, Activity string
+	// InstanceCreated is when the instance record was created: it changes
+	// when the instance is recreated after `wf state rm`.
+	InstanceCreated time.Time
+	// Generation is the activity's execution number in the instance.
+	Generation int
+}
+
 // IdempotencyKey is the key of one execution (generation) of an activity:
-// stable across attempts, crashes and resumes, distinct per workflow,
-// instance key, activity and generation.
-func IdempotencyKey(workflow, key, activity string, generation int) string {
-	sum := sha256.Sum256([]byte(workflow + "\x00" + key + "\x00" + activity + "\x00" + strconv.Itoa(generation)))
-	return "wf1-" + hex.EncodeToString(sum[:])[:32]
+// "wf2-" and 32 hex digits of a SHA-256 over the KeyInput fields, each
+// length-prefixed so that no two inputs run together. It is computed once,
+// when the generation starts, and kept in the activity record: stable
+// across attempts, crashes, resumes, moves and copies of the state;
+// distinct per state directory, workflow, instance key, activity and
+// generation; new after `wf state rm` of the instance.
+func IdempotencyKey(in KeyInput) string {
+	h := sha256.New()
+	for _, part := range []string{
+		in.StateID, in.Workflow, in.Instance, in.Activity,
+		strconv.FormatInt(in.InstanceCreated.UnixNano(), 10),
+		strconv.Itoa(in.Generation),
+	} {
+		h.Write([]byte(strconv.Itoa(len(part)) + ":" + part + ";"))
+	}
+	return "wf2-" + hex.EncodeToString(h.Sum(nil))[:32]
 }

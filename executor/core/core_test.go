@@ -14,27 +14,32 @@ import (
 )
 
 func TestIdempotencyKey(t *testing.T) {
-	base := IdempotencyKey("order", "k1", "charge", 1)
-	if !strings.HasPrefix(base, "wf1-") || len(base) != 36 {
-		t.Fatalf("key %q: want wf1- and 32 hex digits", base)
+	in := KeyInput{StateID: "5f3c", Workflow: "order", Instance: "k1", Activity: "charge", InstanceCreated: t0, Generation: 1}
+	base := IdempotencyKey(in)
+	if !strings.HasPrefix(base, "wf2-") || len(base) != 36 {
+		t.Fatalf("key %q: want wf2- and 32 hex digits", base)
 	}
-	if again := IdempotencyKey("order", "k1", "charge", 1); again != base {
+	if again := IdempotencyKey(in); again != base {
 		t.Fatalf("not stable: %q vs %q", again, base)
 	}
 	tests := []struct {
-		name              string
-		wf, key, activity string
-		generation        int
+		name   string
+		change func(*KeyInput)
 	}{
-		{"other workflow", "orders", "k1", "charge", 1},
-		{"other key", "order", "k2", "charge", 1},
-		{"other activity", "order", "k1", "charge2", 1},
-		{"next generation", "order", "k1", "charge", 2},
-		{"separator is not ambiguous", "order\x00k1", "", "charge", 1},
+		{"other state", func(k *KeyInput) { k.StateID = "5f3d" }},
+		{"other workflow", func(k *KeyInput) { k.Workflow = "orders" }},
+		{"other key", func(k *KeyInput) { k.Instance = "k2" }},
+		{"other activity", func(k *KeyInput) { k.Activity = "charge2" }},
+		{"next generation", func(k *KeyInput) { k.Generation = 2 }},
+		{"instance recreated", func(k *KeyInput) { k.InstanceCreated = t0.Add(time.Nanosecond) }},
+		{"fields do not run together", func(k *KeyInput) { k.Workflow, k.Instance = "order"+"k1", "" }},
+		{"length prefix is not ambiguous", func(k *KeyInput) { k.StateID, k.Workflow = "5f3c;5:order", "" }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if k := IdempotencyKey(tt.wf, tt.key, tt.activity, tt.generation); k == base {
+			k := in
+			tt.change(&k)
+			if got := IdempotencyKey(k); got == base {
 				t.Errorf("key collides with the base key")
 			}
 		})
@@ -274,17 +279,17 @@ func TestRecoverRunning(t *testing.T) {
 	st := newMemState()
 	started := t0.Add(-3 * time.Second)
 	st.acts[addr] = map[string]*record.Activity{"a": {
-		Workflow: "order", Instance: "k1", Name: "a", Generation: 2, IdempotencyKey: IdempotencyKey("order", "k1", "a", 2),
+		Workflow: "order", Instance: "k1", Name: "a", Generation: 2, IdempotencyKey: "wf2-kept",
 		Status: record.StatusRunning, Attempts: 2, RuleCounts: []int{1}, FirstStart: t0.Add(-10 * time.Second), LastDelay: time.Second,
 	}}
 	w.modes = map[string]Mode{"a": ModeResume}
 	h := newHarness(t, w, st, t0)
 	h.c = New(withRunning(h.opts, map[string]map[string]*record.Attempt{addr: {"a": {
-		Workflow: "order", Instance: "k1", Activity: "a", Generation: 2, Number: 2, IdempotencyKey: IdempotencyKey("order", "k1", "a", 2),
+		Workflow: "order", Instance: "k1", Activity: "a", Generation: 2, Number: 2, IdempotencyKey: "wf2-kept",
 		Start: started, Outcome: record.OutcomeRunning, FiredBy: "manual",
 	}}}))
 	r := h.start()
-	if got := types(r); !slices.Equal(got, []event.Type{event.Plan, event.AttemptFailed, event.RetryScheduled}) {
+	if got := types(r); !slices.Equal(got, []event.Type{event.Plan, event.AttemptFailed, event.RetryScheduled, event.AttemptStarted}) {
 		t.Fatalf("events = %v", got)
 	}
 	af := eventsOf(r, event.AttemptFailed)[0]
@@ -292,8 +297,8 @@ func TestRecoverRunning(t *testing.T) {
 		t.Fatalf("attempt_failed = %+v", af)
 	}
 	rs := eventsOf(r, event.RetryScheduled)[0]
-	if rs.Attempt != 3 || *rs.DelayMs != 2000 {
-		t.Fatalf("retry_scheduled = %+v (second failure of the rule: 2s)", rs)
+	if rs.Attempt != 3 || *rs.DelayMs != 0 || rs.DelaySource != event.SourceInterrupted {
+		t.Fatalf("retry_scheduled = %+v (an interrupted attempt is resumed at once)", rs)
 	}
 	att := st.attempts[attKey(addr, "a", 2, 2)]
 	if att == nil || att.Outcome != record.OutcomeInterrupted || !att.Start.Equal(started) || !att.End.Equal(t0) || att.Error.Type != "interrupted" || att.FiredBy != "manual" {
@@ -302,9 +307,11 @@ func TestRecoverRunning(t *testing.T) {
 	if plan := eventsOf(r, event.Plan)[0]; plan.Activities[0].Action != "resume" || plan.Activities[0].Attempts != 2 {
 		t.Fatalf("plan = %+v", plan.Activities)
 	}
-	h.at(2 * time.Second)
-	if r = h.tick(); len(r.Start) != 1 || r.Start[0].Number != 3 || r.Start[0].IdempotencyKey != IdempotencyKey("order", "k1", "a", 2) {
+	if len(r.Start) != 1 || r.Start[0].Number != 3 || r.Start[0].IdempotencyKey != "wf2-kept" {
 		t.Fatalf("resume start = %+v (key must survive the resume)", r.Start)
+	}
+	if rec := st.activity(addr, "a"); rec.Interrupted != 1 || !slices.Equal(rec.RuleCounts, []int{1}) || rec.LastDelay != time.Second {
+		t.Fatalf("record after the resume = %+v: the interrupted attempt must be counted apart, rules and previous wait untouched", rec)
 	}
 }
 
@@ -546,7 +553,7 @@ func TestStop(t *testing.T) {
 	if r.Done {
 		t.Fatal("done while a runs")
 	}
-	r = h.finish("a", &retry.Failure{Type: "interrupted", Message: "cancelled"})
+	r = h.interrupt("a")
 	if rs := eventsOf(r, event.RetryScheduled); len(rs) != 1 {
 		t.Fatalf("interrupted attempt after Stop: retry_scheduled = %+v", rs)
 	}
@@ -582,7 +589,7 @@ func TestFreshAndResumeGenerations(t *testing.T) {
 		t.Fatalf("plan = %+v", plan.Activities)
 	}
 	a := st.activity(addr, "a")
-	if a.Generation != 4 || a.IdempotencyKey != IdempotencyKey("order", "k1", "a", 4) || a.RuleCounts != nil || a.Attempts != 1 || a.FailReason != "" && a.Status != record.StatusRunning {
+	if a.Generation != 4 || a.IdempotencyKey != IdempotencyKey(KeyInput{StateID: testStateID, Workflow: "order", Instance: "k1", Activity: "a", InstanceCreated: t0, Generation: 4}) || a.RuleCounts != nil || a.Attempts != 1 || a.FailReason != "" && a.Status != record.StatusRunning {
 		t.Fatalf("fresh record = %+v", a)
 	}
 	if a.DefHash == "" || !a.FirstStart.Equal(t0) {

@@ -17,6 +17,9 @@ import (
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
+// testStateID is the state identity every harness core runs with.
+const testStateID = "0123456789abcdef0123456789abcdef"
+
 // memState applies Persist batches the way the real store would, so a
 // test can build a second core from what the first one committed.
 type memState struct {
@@ -118,6 +121,7 @@ func newHarness(t *testing.T, w *world, st *memState, now time.Time) *harness {
 		Activities:    st.acts,
 		BudgetState:   st.budgets,
 		InstanceState: st.insts,
+		StateID:       testStateID,
 		Resolve:       w.resolve,
 	}
 	h := &harness{t: t, state: st, now: now, starts: map[string]Attempt{}, wf: w.wf, opts: opts}
@@ -160,6 +164,15 @@ func (h *harness) result(name string, f *retry.Failure) Result {
 		res.Outputs = []byte(`{"stdout":"ok"}`)
 	}
 	return res
+}
+
+// interrupt reports the running attempt of name as cut short by the
+// engine (a second Ctrl-C, the end of the grace period).
+func (h *harness) interrupt(name string) Ready {
+	h.t.Helper()
+	res := h.result(name, &retry.Failure{Type: "interrupted", Message: "cancelled while running; process group killed"})
+	res.Interrupted = true
+	return h.record(h.c.AttemptsDone(h.now, []Result{res}))
 }
 
 func (h *harness) tick() Ready { return h.record(h.c.Tick(h.now)) }

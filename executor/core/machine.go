@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,6 +29,9 @@ const (
 	phaseRunning              // an exec/http attempt is in flight
 	phaseTimer                // a retry, budget or sleep timer is armed
 	phaseDone                 // terminal, or not part of this run
+	// phaseHeld: an attempt a previous run left running still has live
+	// processes; nothing of the activity (or downstream) runs this time.
+	phaseHeld
 )
 
 type inst struct {
@@ -346,6 +350,10 @@ func (c *Core) step(now time.Time, f func()) Ready {
 	c.now = now
 	c.out = Ready{}
 	f()
+	// Whatever the input, a timer due now fires now: an interrupted
+	// attempt arms one due at once, and its next attempt must not wait
+	// for a wake-up round trip through the shell.
+	c.fireDue()
 	c.pump()
 	c.checkDone()
 	c.flush()
@@ -443,6 +451,9 @@ func (c *Core) initInstance(in *inst) {
 		}
 		if a.mode == ModeResume && a.rec != nil {
 			info.Attempts = a.rec.Attempts
+			if info.MaxAttempts > 0 {
+				info.MaxAttempts += a.rec.Interrupted
+			}
 		}
 		plan.Activities = append(plan.Activities, info)
 	}
@@ -468,6 +479,7 @@ func (c *Core) initActivity(a *act) {
 		gen := 1
 		if a.rec != nil {
 			gen = a.rec.Generation + 1
+			c.closeStale(a)
 		}
 		a.rec = c.newRecord(a, gen)
 		a.phase = phaseBlocked
@@ -506,19 +518,71 @@ func (c *Core) newRecord(a *act, gen int) *record.Activity {
 		Status:     record.StatusPending,
 	}
 	if gen > 0 {
-		r.IdempotencyKey = IdempotencyKey(r.Workflow, r.Instance, r.Name, gen)
+		r.IdempotencyKey = IdempotencyKey(KeyInput{
+			StateID:         c.opts.StateID,
+			Workflow:        r.Workflow,
+			Instance:        r.Instance,
+			Activity:        r.Name,
+			InstanceCreated: a.in.rec.Created,
+			Generation:      gen,
+		})
 	}
 	return r
 }
 
+// closeStale records as interrupted the attempt of an old generation that
+// was running when the engine stopped, when the activity starts a new
+// generation instead of resuming (its definition changed meanwhile), so
+// that the attempt log never keeps an attempt "running" forever.
+func (c *Core) closeStale(a *act) {
+	r := a.rec
+	if r.Status != record.StatusRunning {
+		return
+	}
+	prev := c.opts.Running[a.in.addr][r.Name]
+	if prev == nil || prev.Generation != r.Generation || prev.Outcome != record.OutcomeRunning {
+		return
+	}
+	att := *prev
+	att.End = c.now
+	att.Outcome = record.OutcomeInterrupted
+	att.Error = &record.Error{Type: "interrupted", Message: "the engine stopped while the attempt was running; the activity then started over (its definition changed)"}
+	c.markAtt(&att)
+}
+
 // recover handles an attempt that was running when the engine stopped: it
-// is recorded as interrupted and retried under its policy.
+// is recorded as interrupted and the next attempt starts at once, unless
+// the shell found its processes still alive (the activity is then held).
 func (c *Core) recover(a *act) {
 	if a.phase != phaseRunning || a.cur != nil {
 		return
 	}
 	r := a.rec
 	n := max(r.Attempts, 1)
+	if o, ok := c.opts.Orphans[a.in.addr][r.Name]; ok {
+		if len(o.Survivors) > 0 || o.Err != "" {
+			a.phase = phaseHeld
+			ev := c.ev(a, event.OrphanAlive)
+			ev.Attempt = n
+			ev.ProcessGroup = o.ProcessGroup
+			ev.PIDs = slices.Clone(o.Survivors)
+			msg := o.Err
+			if msg == "" {
+				msg = fmt.Sprintf("attempt %d, left running by a previous wf, is still alive after SIGKILL (%s); its next attempt is not started so that two attempts never run at once: end %s and run wf apply again",
+					n, pidList(o.Survivors), itThem(len(o.Survivors)))
+			}
+			ev.Error = &event.Error{Type: "orphan_alive", Message: msg}
+			c.emit(ev)
+			return
+		}
+		if o.ProcessGroup != 0 || len(o.Killed) > 0 {
+			ev := c.ev(a, event.OrphanEnded)
+			ev.Attempt = n
+			ev.ProcessGroup = o.ProcessGroup
+			ev.PIDs = slices.Clone(o.Killed)
+			c.emit(ev)
+		}
+	}
 	if prev := c.opts.Running[a.in.addr][r.Name]; prev != nil && prev.Generation == r.Generation && prev.Number == n {
 		cp := *prev
 		a.cur = &cp
@@ -539,7 +603,25 @@ func (c *Core) recover(a *act) {
 		}
 	}
 	// Not counted in c.running: nothing is in flight in this process.
-	c.failure(a, retry.Failure{Type: "interrupted", Message: "the engine stopped while the attempt was running"}, c.now)
+	c.interrupted(a, "the engine stopped while the attempt was running", c.now)
+}
+
+func pidList(pids []int) string {
+	parts := make([]string, len(pids))
+	for i, p := range pids {
+		parts[i] = strconv.Itoa(p)
+	}
+	if len(pids) == 1 {
+		return "PID " + parts[0]
+	}
+	return "PIDs " + strings.Join(parts, ", ")
+}
+
+func itThem(n int) string {
+	if n == 1 {
+		return "it"
+	}
+	return "them"
 }
 
 // unblock decides what a blocked activity does given its upstreams.
@@ -552,6 +634,8 @@ func (c *Core) unblock(a *act) {
 			c.skip(a)
 			return
 		default:
+			// Running, waiting, or held (which never ends in this run:
+			// the activity stays blocked and pending).
 			a.unmet++
 		}
 	}
@@ -652,6 +736,7 @@ func (c *Core) startAttempt(a *act) {
 		Workflow:       r.Workflow,
 		Instance:       r.Instance,
 		Activity:       r.Name,
+		Generation:     r.Generation,
 		Number:         n,
 		IdempotencyKey: r.IdempotencyKey,
 		Spec:           res,
@@ -670,7 +755,15 @@ func (c *Core) result(res Result) {
 	if end.IsZero() {
 		end = c.now
 	}
-	if res.Failure != nil {
+	switch {
+	case res.Interrupted:
+		msg := "cancelled by the engine"
+		if res.Failure != nil && res.Failure.Message != "" {
+			msg = res.Failure.Message
+		}
+		c.interrupted(a, msg, end)
+		return
+	case res.Failure != nil:
 		c.failure(a, *res.Failure, end)
 		return
 	}
@@ -721,9 +814,6 @@ func (c *Core) failure(a *act, f retry.Failure, end time.Time) {
 	r := a.rec
 	att.End = end
 	att.Outcome = record.OutcomeFailed
-	if f.Type == "interrupted" {
-		att.Outcome = record.OutcomeInterrupted
-	}
 	att.Error = &record.Error{Type: f.Type, Message: f.Message, NonRetryable: f.NonRetryable}
 	c.markAtt(att)
 	e := *att.Error
@@ -731,9 +821,11 @@ func (c *Core) failure(a *act, f retry.Failure, end time.Time) {
 	a.cur = nil
 
 	dec := retry.Decide(retry.Input{
-		Rules:      a.cfg.Rules,
-		Failure:    f,
-		Attempt:    att.Number,
+		Rules:   a.cfg.Rules,
+		Failure: f,
+		// retry_if's attempt counts the attempts that count: the
+		// interrupted ones are numbered but never counted (SPEC §4.1).
+		Attempt:    att.Number - r.Interrupted,
 		RuleCounts: r.RuleCounts,
 		FirstStart: r.FirstStart,
 		Now:        c.now,
@@ -796,6 +888,67 @@ func (c *Core) failure(a *act, f retry.Failure, end time.Time) {
 		c.armTimer(a)
 		c.emitBudgetWait(a)
 	}
+}
+
+// interrupted records an attempt the engine cut short. It never ends the
+// activity (SPEC §4.1): whatever the attempt limits, retryable_errors,
+// ordered rules, retry_if, expiration or budget say, the next attempt is
+// due at once, with the same idempotency key. The interrupted attempt is
+// numbered but counted by no rule, takes no budget token and leaves the
+// previous wait (decorrelated jitter) alone. The one way out is the
+// opt-out: a matching rule whose non_retryable_errors lists
+// "interrupted" fails the activity with reason interrupted.
+func (c *Core) interrupted(a *act, msg string, end time.Time) {
+	att := a.cur
+	r := a.rec
+	att.End = end
+	att.Outcome = record.OutcomeInterrupted
+	att.Error = &record.Error{Type: TypeInterrupted, Message: msg}
+	c.markAtt(att)
+	e := *att.Error
+	r.LastError = &e
+	r.Interrupted++
+	a.cur = nil
+
+	failed := c.ev(a, event.AttemptFailed)
+	failed.Attempt = att.Number
+	failed.Error = evError(att.Error)
+	failed.DurationMs = event.Ms(end.Sub(att.Start))
+	c.emit(failed)
+	if InterruptOptOut(a.cfg.Rules) {
+		e.NonRetryable = true
+		e.Message = strings.TrimSpace(msg + "; the retry policy lists \"interrupted\" in non_retryable_errors: check what the attempt did before running it again")
+		c.fail(a, event.ReasonInterrupted, e)
+		return
+	}
+	att.Wait, att.HasWait, att.WaitSource = 0, true, event.SourceInterrupted
+	r.Status = record.StatusWaiting
+	r.Timer = &record.Timer{Kind: record.TimerRetry, FireAt: c.now, Attempt: att.Number + 1, Set: c.now, Source: event.SourceInterrupted}
+	c.markAct(a)
+	c.armTimer(a)
+	ev := c.ev(a, event.RetryScheduled)
+	ev.Attempt = att.Number + 1
+	ev.DelayMs = event.Ms(0)
+	ev.DelaySource = event.SourceInterrupted
+	ev.FireAt = timePtr(c.now)
+	c.emit(ev)
+}
+
+// TypeInterrupted is the error type of an attempt the engine cut short.
+const TypeInterrupted = "interrupted"
+
+// InterruptOptOut reports whether rules opt out of resuming interrupted
+// attempts: the first rule that matches the error type "interrupted" (the
+// one that would decide it) lists exactly "interrupted" in its
+// non_retryable_errors. A wildcard such as "*" does not opt out: it is
+// written for the activity's own errors.
+func InterruptOptOut(rules []retry.Rule) bool {
+	for _, rule := range rules {
+		if len(rule.On) == 0 || retry.MatchAny(rule.On, TypeInterrupted) {
+			return slices.Contains(rule.Policy.NonRetryable, TypeInterrupted)
+		}
+	}
+	return false
 }
 
 func (c *Core) failBudget(a *act, b *budgetState) {
@@ -1014,7 +1167,7 @@ func (c *Core) checkDone() {
 // ---- helpers ------------------------------------------------------------
 
 func (c *Core) ev(a *act, t event.Type) event.Event {
-	return event.Event{
+	ev := event.Event{
 		Time:        c.now,
 		Type:        t,
 		Workflow:    a.in.wf.Name,
@@ -1024,15 +1177,25 @@ func (c *Core) ev(a *act, t event.Type) event.Event {
 		MaxAttempts: a.maxAttempts(),
 		Budget:      c.usage(a),
 	}
+	if a.rec != nil {
+		ev.Interrupted = a.rec.Interrupted
+	}
+	return ev
 }
 
 // maxAttempts is the limit shown for an activity: its last rule's (the
-// catch-all), 1 without any retry rule, 0 for unlimited.
+// catch-all), 1 without any retry rule, 0 for unlimited; raised by the
+// generation's interrupted attempts, which are numbered but not counted,
+// so that "attempt k/N" never shows k > N because of them.
 func (a *act) maxAttempts() int {
+	n := maxAttempts(a.cfg)
 	if a.rule >= 0 && a.rule < len(a.cfg.Rules) {
-		return a.cfg.Rules[a.rule].Policy.MaximumAttempts
+		n = a.cfg.Rules[a.rule].Policy.MaximumAttempts
 	}
-	return maxAttempts(a.cfg)
+	if n > 0 && a.rec != nil {
+		n += a.rec.Interrupted
+	}
+	return n
 }
 
 func maxAttempts(a *config.Activity) int {

@@ -23,6 +23,16 @@ const (
 	// "upstream_failed").
 	ActivitySkipped Type = "activity_skipped"
 	RunCompleted    Type = "run_completed"
+	// OrphanEnded is an extension: at start-up wf found processes of an
+	// attempt that a previous wf left running (after a kill -9 or a
+	// crash) and killed them before recording the attempt interrupted.
+	// ProcessGroup and PIDs say what was killed.
+	OrphanEnded Type = "orphan_ended"
+	// OrphanAlive is an extension: processes of an attempt left running
+	// by a previous wf survived SIGKILL (PIDs); the activity's next
+	// attempt is not started in this run, so that two attempts never run
+	// at once. Error says so in words.
+	OrphanAlive Type = "orphan_alive"
 )
 
 // Failure reasons carried by activity_failed.
@@ -33,6 +43,22 @@ const (
 	ReasonRetryIf         = "retry_if"
 	ReasonBudgetExhausted = "budget_exhausted"
 	ReasonUpstreamFailed  = "upstream_failed"
+	// ReasonInterrupted: the engine stopped mid-attempt and the policy
+	// opted out of resuming (non_retryable_errors = ["interrupted"]); a
+	// person should look before it runs again.
+	ReasonInterrupted = "interrupted"
+)
+
+// Delay sources carried by retry_scheduled (DelaySource).
+const (
+	SourcePolicy = "policy"
+	SourceServer = "server"
+	SourceBudget = "budget"
+	SourceManual = "manual"
+	// SourceInterrupted: the attempt before was interrupted by the engine;
+	// the next one starts at once and the interrupted one counts against
+	// no limit.
+	SourceInterrupted = "interrupted"
 )
 
 // Run statuses carried by run_completed.
@@ -97,11 +123,17 @@ type Event struct {
 	Activity string `json:"activity,omitempty"` // "activity.NAME"
 	Kind     string `json:"kind,omitempty"`
 	Attempt  int    `json:"attempt,omitempty"`
-	// MaxAttempts is the limit that applies to Attempt (0 = unlimited).
-	MaxAttempts int    `json:"max_attempts,omitempty"`
+	// MaxAttempts is the limit that applies to Attempt (0 = unlimited),
+	// raised by the interrupted attempts of the generation, which are
+	// numbered but never counted: attempt k of N never shows k > N.
+	MaxAttempts int `json:"max_attempts,omitempty"`
+	// Interrupted is the number of attempts of this generation the engine
+	// cut short (they do not count against any limit).
+	Interrupted int    `json:"interrupted,omitempty"`
 	Error       *Error `json:"error,omitempty"`
 	DelayMs     *int64 `json:"delay_ms,omitempty"`
-	// DelaySource: "policy", "server", "budget" or "manual".
+	// DelaySource: "policy", "server", "budget", "manual" or
+	// "interrupted" (see the Source constants).
 	DelaySource string       `json:"delay_source,omitempty"`
 	FireAt      *time.Time   `json:"fire_at,omitempty"`
 	DurationMs  *int64       `json:"duration_ms,omitempty"`
@@ -114,6 +146,11 @@ type Event struct {
 	Summary *Summary `json:"summary,omitempty"`
 	// IdempotencyKey is set on attempt_started.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// ProcessGroup and PIDs are set on orphan_ended and orphan_alive:
+	// the recorded process group of the attempt (0 when it was gone) and
+	// the processes killed, or the ones that survived.
+	ProcessGroup int   `json:"process_group,omitempty"`
+	PIDs         []int `json:"pids,omitempty"`
 }
 
 // Ms is a helper for the *int64 millisecond fields.

@@ -132,6 +132,9 @@ func validateActivity(r *Activity) error {
 	if r.Attempts < 0 {
 		return fmt.Errorf("%s: negative attempt count %d", where, r.Attempts)
 	}
+	if r.Interrupted < 0 {
+		return fmt.Errorf("%s: negative interrupted attempt count %d", where, r.Interrupted)
+	}
 	if !validStatus(r.Status) {
 		return fmt.Errorf("%s: unknown status %q", where, r.Status)
 	}

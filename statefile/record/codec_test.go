@@ -46,6 +46,8 @@ func TestRoundTrip(t *testing.T) {
 		{"activity", sampleActivity(), func(b []byte) (any, error) { return DecodeActivity(b) }},
 		{"activity minimal", &Activity{Workflow: "w", Instance: "k", Name: "n", Status: StatusPending},
 			func(b []byte) (any, error) { return DecodeActivity(b) }},
+		{"activity interrupted", &Activity{Workflow: "w", Instance: "k", Name: "n", Generation: 1, Status: StatusWaiting, Attempts: 2, Interrupted: 1},
+			func(b []byte) (any, error) { return DecodeActivity(b) }},
 		{"attempt", sampleAttempt(), func(b []byte) (any, error) { return DecodeAttempt(b) }},
 		{"attempt running", &Attempt{Workflow: "w", Instance: "k", Activity: "a", Generation: 1, Number: 1, Start: t0, Outcome: OutcomeRunning},
 			func(b []byte) (any, error) { return DecodeAttempt(b) }},
@@ -99,6 +101,8 @@ func TestEncodeInvalid(t *testing.T) {
 	negRule.RuleCounts = []int{0, -1}
 	noName := sampleActivity()
 	noName.Name = ""
+	tooInterrupted := sampleActivity()
+	tooInterrupted.Interrupted = -1
 	negNum := sampleAttempt()
 	negNum.Number = -1
 	negGen := sampleAttempt()
@@ -126,6 +130,7 @@ func TestEncodeInvalid(t *testing.T) {
 		{"activity negative attempts", negAttempts, "negative attempt count"},
 		{"activity negative rule count", negRule, "negative count -1 for retry rule 1"},
 		{"activity no name", noName, "empty workflow, instance or activity name"},
+		{"activity negative interrupted count", tooInterrupted, "negative interrupted attempt count -1"},
 		{"attempt negative number", negNum, "negative attempt number"},
 		{"attempt negative generation", negGen, "negative generation -3"},
 		{"attempt empty outcome", badOutcome, `unknown outcome ""`},

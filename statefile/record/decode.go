@@ -639,6 +639,8 @@ func decodeActivity(b []byte, r *Activity) error {
 			f.fail(d.intField(&r.Attempts))
 		case "rule_counts":
 			f.fail(d.intsField(&r.RuleCounts))
+		case "interrupted":
+			f.fail(d.intField(&r.Interrupted))
 		case "first_start":
 			f.fail(d.timeField(&r.FirstStart))
 		case "last_delay":

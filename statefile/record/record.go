@@ -82,6 +82,10 @@ type Activity struct {
 	Attempts int `json:"attempts"`
 	// RuleCounts counts, per retry rule, the failures it has matched.
 	RuleCounts []int `json:"rule_counts,omitempty"`
+	// Interrupted counts the attempts of this generation that the engine
+	// cut short (a crash, a signal, a failed commit). They are numbered
+	// like every attempt but count against no limit.
+	Interrupted int `json:"interrupted,omitempty"`
 	// FirstStart is when attempt 1 of this generation started.
 	FirstStart time.Time `json:"first_start,omitzero"`
 	// LastDelay is the previous wait (decorrelated jitter needs it).

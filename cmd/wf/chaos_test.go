@@ -1,0 +1,424 @@
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// chaosActivity is every attempt of the chaos workflow: it logs its start,
+// does a slow side effect in a child process (which a kill -9 of wf does
+// not take down with it: only the next wf's supervision can), waits for
+// it, then fails the first $FAILS times it gets that far.
+const chaosActivity = `#!/bin/sh
+echo "start $WF_IDEMPOTENCY_KEY $WF_ATTEMPT $(date +%s%N) $WF_INSTANCE $WF_ACTIVITY" >> "$LOG"
+(
+  sleep "$EFFECT"
+  echo "effect $WF_IDEMPOTENCY_KEY $WF_ATTEMPT $(date +%s%N) $WF_INSTANCE $WF_ACTIVITY" >> "$LOG"
+) &
+wait
+counter="count.$WF_IDEMPOTENCY_KEY"
+n=$(cat "$counter" 2>/dev/null || echo 0)
+n=$((n + 1))
+echo "$n" > "$counter"
+if [ "$n" -le "${FAILS:-0}" ]; then
+  if [ -n "$ERROR_TYPE" ]; then
+    echo "{\"type\": \"$ERROR_TYPE\"}" > "$WF_ERROR_FILE"
+  fi
+  exit 3
+fi
+echo '{"ok": true}'
+`
+
+// chaosHCL mixes single-attempt activities, a retryable_errors allowlist,
+// retrying activities with backoff, ordered rules and a durable sleep.
+const chaosHCL = `
+variable "round" { default = "0" }
+
+workflow "chaos" {
+  key = "round-${var.round}"
+
+  activity "once" {
+    exec {
+      command = ["./act.sh"]
+      env     = { LOG = "log", EFFECT = "0.25" }
+    }
+  }
+  activity "allowlist" {
+    exec {
+      command = ["./act.sh"]
+      env     = { LOG = "log", EFFECT = "0.15", FAILS = "1", ERROR_TYPE = "NotReady" }
+    }
+    retry {
+      initial_interval = "100ms"
+      maximum_attempts = 3
+      retryable_errors = ["NotReady"]
+    }
+  }
+  activity "retrying" {
+    exec {
+      command = ["./act.sh"]
+      env     = { LOG = "log", EFFECT = "0.2", FAILS = "2" }
+    }
+    timeout = "20s"
+    retry {
+      initial_interval = "150ms"
+      maximum_attempts = 4
+    }
+  }
+  activity "ordered" {
+    exec {
+      command = ["./act.sh"]
+      env     = { LOG = "log", EFFECT = "0.1", FAILS = "1" }
+    }
+    retry {
+      on               = ["exit:3"]
+      initial_interval = "200ms"
+      maximum_attempts = 3
+    }
+    retry {
+      maximum_attempts = 1
+    }
+    depends_on = [activity.once]
+  }
+  activity "pause" {
+    sleep { duration = "300ms" }
+    depends_on = [activity.allowlist]
+  }
+  activity "charge" {
+    exec {
+      command = ["./act.sh"]
+      env     = { LOG = "log", EFFECT = "0.3" }
+    }
+    depends_on = [activity.pause, activity.retrying]
+  }
+  activity "final" {
+    exec {
+      command = ["./act.sh"]
+      env     = { LOG = "log", EFFECT = "0.2" }
+    }
+    depends_on = [activity.charge, activity.ordered]
+  }
+}
+`
+
+type chaosLine struct {
+	kind     string // start | effect
+	key      string
+	attempt  int
+	at       int64 // the process's own clock, ns
+	instance string
+	activity string
+}
+
+func readChaosLog(t *testing.T, path string) []chaosLine {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	var out []chaosLine
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.Fields(l)
+		if len(f) != 6 {
+			continue
+		}
+		n, _ := strconv.Atoi(f[2])
+		at, _ := strconv.ParseInt(f[3], 10, 64)
+		out = append(out, chaosLine{kind: f[0], key: f[1], attempt: n, at: at, instance: f[4], activity: f[5]})
+	}
+	return out
+}
+
+// TestChaosKills kill -9s wf apply at random moments, at least chaosKills
+// times, restarting it after each kill, then lets the run finish. When an
+// instance completes between kills, the next round starts a new one. Each
+// round must end complete (next plan: No changes), with no two attempts of
+// an activity overlapping in time (no side effect of attempt k after the
+// start of a later attempt, on the processes' own clock) and every side
+// effect of an activity under one idempotency key.
+func TestChaosKills(t *testing.T) {
+	const chaosKills = 50
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, seed>>7))
+	dir := durSetup(t, chaosHCL)
+	if err := os.WriteFile(filepath.Join(dir, "act.sh"), []byte(chaosActivity), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	round, kills, runs, storeBugs := 0, 0, 0, 0
+	roundVar := func() string { return "round=" + strconv.Itoa(round) }
+	for kills < chaosKills {
+		runs++
+		p := durStart(t, dir, "-var", roundVar())
+		// Kills land once the run has begun (its plan event is out):
+		// in recovery, mid-attempt, in a backoff, mid-commit. Kills while
+		// the state store opens are the store's own tests' business.
+		waitRunning(p)
+		var delay time.Duration
+		if rng.IntN(10) < 7 {
+			// Most kills land mid-attempt: some time after an attempt
+			// started, while its side effect may be under way.
+			deadline := time.Now().Add(30 * time.Second)
+			for !p.hasEvent("attempt_started", nil) && time.Now().Before(deadline) {
+				select {
+				case <-p.done:
+				case <-time.After(5 * time.Millisecond):
+				}
+				if p.exited() {
+					break
+				}
+			}
+			delay = time.Duration(rng.IntN(350)) * time.Millisecond
+		} else {
+			// The rest anywhere: start-up, recovery, a backoff, a commit.
+			delay = time.Duration(rng.IntN(900)) * time.Millisecond
+		}
+		select {
+		case <-p.done:
+		case <-time.After(delay):
+		}
+		if p.exited() {
+			switch p.exit {
+			case 0:
+				round++ // this instance is complete: go on with a new one
+				continue
+			default:
+				if name := strayTable(t, dir, p.stderr.String()); name != "" {
+					// KNOWN state store bug, reported: see strayTable.
+					storeBugs++
+					t.Logf("run %d: KNOWN STATE STORE BUG: it refused a table left by a kill mid-flush (%s), which Badger itself deletes on open; removed it to go on", runs, name)
+					if err := os.Remove(filepath.Join(dir, ".wf", "db", name)); err != nil {
+						t.Fatal(err)
+					}
+					continue
+				}
+				if newMemFileRE.MatchString(p.stderr.String()) {
+					// KNOWN Badger bug (dgraph-io/badger#2207), reported:
+					// a memtable file created just before a kill makes
+					// the next Open fail with z.NewFile; the one after
+					// succeeds. statefile should retry that open once.
+					storeBugs++
+					t.Logf("run %d: KNOWN STATE STORE BUG: Badger's open failed on a memtable file created just before the kill (badger#2207); running again", runs)
+					continue
+				}
+				t.Fatalf("run %d (round %d) exited %d; stderr:\n%s\nstate files:\n%s", runs, round, p.exit, p.stderr.String(), listDB(dir))
+			}
+		}
+		p.kill9(t)
+		kills++
+	}
+	// Let the last round finish.
+	p := durStart(t, dir, "-var", roundVar())
+	if code := p.wait(t, 120*time.Second); code != 0 {
+		t.Fatalf("final run exited %d; stderr:\n%s", code, p.stderr.String())
+	}
+	t.Logf("%d kills over %d runs and %d rounds in %v; %d known state store failures worked around", kills, runs+1, round+1, time.Since(began).Round(time.Millisecond), storeBugs)
+
+	for r := 0; r <= round; r++ {
+		out, err := runWF(t, "plan", "-no-color", "-var", "round="+strconv.Itoa(r), dir)
+		if err != nil || !strings.Contains(out, "No changes.") {
+			t.Errorf("round %d: plan after the chaos: %v\n%s", r, err, out)
+		}
+	}
+	checkChaosLog(t, readChaosLog(t, filepath.Join(dir, "log")))
+}
+
+// waitRunning waits until p printed its first event or exited.
+func waitRunning(p *durProc) {
+	deadline := time.Now().Add(60 * time.Second)
+	for !p.hasEvent("plan", nil) && !p.exited() && time.Now().Before(deadline) {
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func (p *durProc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func runWF(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	out, err := exec.Command(durBinary(t), args...).CombinedOutput()
+	return string(out), err
+}
+
+// checkChaosLog checks the invariants on what the activities observed.
+func checkChaosLog(t *testing.T, lines []chaosLine) {
+	t.Helper()
+	type actKey struct{ instance, activity string }
+	by := map[actKey][]chaosLine{}
+	keyOwner := map[string]actKey{}
+	for _, l := range lines {
+		k := actKey{l.instance, l.activity}
+		by[k] = append(by[k], l)
+		if o, ok := keyOwner[l.key]; ok && o != k {
+			t.Errorf("key %s used by %v and %v", l.key, o, k)
+		}
+		keyOwner[l.key] = k
+	}
+	overlaps, effects := 0, 0
+	for k, ls := range by {
+		keys := map[string]bool{}
+		for _, l := range ls {
+			if l.kind == "effect" {
+				keys[l.key] = true
+				effects++
+			}
+		}
+		if len(keys) > 1 {
+			t.Errorf("%v: side effects under %d keys: %v", k, len(keys), keys)
+		}
+		if len(keys) == 0 {
+			t.Errorf("%v: never did its side effect", k)
+		}
+		starts := map[int]int64{}
+		var numbers []int
+		for _, l := range ls {
+			if l.kind == "start" {
+				if _, dup := starts[l.attempt]; dup {
+					t.Errorf("%v: attempt %d started twice", k, l.attempt)
+				}
+				starts[l.attempt] = l.at
+				numbers = append(numbers, l.attempt)
+			}
+		}
+		// Attempts start in order (numbers may be skipped: an attempt
+		// killed before its process wrote a line).
+		if !slices.IsSorted(numbers) {
+			t.Errorf("%v: attempts started out of order: %v", k, numbers)
+		}
+		for _, l := range ls {
+			if l.kind != "effect" {
+				continue
+			}
+			for n, at := range starts {
+				if n > l.attempt && l.at > at {
+					overlaps++
+					t.Errorf("%v: the side effect of attempt %d came %v after attempt %d started",
+						k, l.attempt, time.Duration(l.at-at), n)
+				}
+			}
+		}
+	}
+	t.Logf("%d activity executions, %d side effects, %d overlaps", len(by), effects, overlaps)
+}
+
+// listDB lists the state's database files with their sizes, for a failure
+// message.
+func listDB(dir string) string {
+	ents, _ := os.ReadDir(filepath.Join(dir, ".wf", "db"))
+	var b strings.Builder
+	for _, e := range ents {
+		if fi, err := e.Info(); err == nil {
+			b.WriteString("  " + e.Name() + " " + strconv.FormatInt(fi.Size(), 10) + "\n")
+		}
+	}
+	return b.String()
+}
+
+var (
+	strayTableRE = regexp.MustCompile(`is unreadable: table (\d+)\.sst`)
+	newMemFileRE = regexp.MustCompile(`while opening memtables err: while opening fid: \d+ err: Create a new file`)
+)
+
+// strayTable recognises one state store bug that kills at random moments
+// expose, and returns the table's file name, or "" for any other failure.
+// A kill -9 while Badger flushes or compacts leaves a table file that its
+// MANIFEST never references (Badger writes the table, syncs it, and only
+// then records it); Badger deletes such files on open (revertToManifest),
+// but statefile's pre-open check of every *.sst refuses the state first.
+// Only a table the MANIFEST does not reference qualifies: anything else is
+// damage, and fails the test. Remove this once statefile checks only the
+// tables the MANIFEST references.
+func strayTable(t *testing.T, dir, stderr string) string {
+	t.Helper()
+	m := strayTableRE.FindStringSubmatch(stderr)
+	if m == nil {
+		return ""
+	}
+	id, err := strconv.ParseUint(m[1], 10, 64)
+	if err != nil {
+		return ""
+	}
+	db := filepath.Join(dir, ".wf", "db")
+	f, err := os.Open(filepath.Join(db, "MANIFEST"))
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	mf, _, err := badger.ReplayManifestFile(f, 0, badger.DefaultOptions(db))
+	if err != nil {
+		return ""
+	}
+	if _, referenced := mf.Tables[id]; referenced {
+		return ""
+	}
+	return m[1] + ".sst"
+}
+
+// TestStrayTableIsPrecise: the chaos test's workaround applies only to a
+// table file the MANIFEST does not reference.
+func TestStrayTableIsPrecise(t *testing.T) {
+	t.Parallel()
+	dir := durSetup(t, `
+workflow "w" {
+  activity "a" {
+    exec { command = ["true"] }
+  }
+}
+`)
+	applyOK(t, dir)
+	// The second apply's open flushes the first one's memtable to a table
+	// the MANIFEST references.
+	p := durStart(t, dir, "-replace", "activity.a")
+	if code := p.wait(t, 60*time.Second); code != 0 {
+		t.Fatalf("apply -replace exited %d; stderr:\n%s", code, p.stderr.String())
+	}
+	db := filepath.Join(dir, ".wf", "db")
+	f, err := os.Open(filepath.Join(db, "MANIFEST"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mf, _, err := badger.ReplayManifestFile(f, 0, badger.DefaultOptions(db))
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var referenced uint64
+	for id := range mf.Tables {
+		referenced = id
+	}
+	if referenced == 0 {
+		t.Fatal("no table in the MANIFEST to test with")
+	}
+	if err := os.WriteFile(filepath.Join(db, "999999.sst"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runWF(t, "plan", "-no-color", dir)
+	if err == nil {
+		t.Skipf("statefile now ignores unreferenced tables; remove strayTable from the chaos test:\n%s", out)
+	}
+	if got := strayTable(t, dir, out); got != "999999.sst" {
+		t.Fatalf("strayTable = %q for an unreferenced table; output:\n%s", got, out)
+	}
+	msg := fmt.Sprintf("database in x is unreadable: table %06d.sst: corrupt table", referenced)
+	if got := strayTable(t, dir, msg); got != "" {
+		t.Fatalf("strayTable = %q for table %d, which the MANIFEST references", got, referenced)
+	}
+}

@@ -1,0 +1,118 @@
+package executor
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+
+	"github.com/wf-engine/wf/executor/core"
+	"github.com/wf-engine/wf/executor/proc"
+	"github.com/wf-engine/wf/statefile/record"
+)
+
+// No attempt outlives the engine unsupervised (SPEC §4.1). Every exec
+// attempt starts with Pdeathsig SIGKILL in its own process group, and its
+// group is recorded (recordSpawn) as soon as it has started, before wf
+// waits for it. If wf dies anyway, the next run finds the attempt recorded
+// running and, before the core records anything (endOrphans):
+//
+//   - kills the recorded process group if its leader is still the recorded
+//     process (same boot id, same start time in /proc/PID/stat), so that a
+//     process that merely reused the PID is never touched;
+//   - kills every process whose environment carries the attempt's
+//     WF_IDEMPOTENCY_KEY and WF_ATTEMPT (grandchildren that left the group,
+//     or processes started before the spawn was recorded);
+//   - waits until all of them have exited (a zombie has), at most
+//     Options.OrphanWait.
+//
+// Only then does the core record the attempt interrupted and start the
+// next one. Processes that survive SIGKILL hold the activity: its next
+// attempt is not started in this run, with an orphan_alive event naming
+// them.
+
+// recordSpawn records the process group of an exec attempt that has just
+// started. It runs on the attempt's worker, before the process is waited
+// for.
+func (r *Run) recordSpawn(a core.Attempt, pid int) error {
+	// A start time that cannot be read (no /proc) still leaves the
+	// environment scan; the group is then never killed by PID alone.
+	ticks, _ := r.procs.StartTicks(pid)
+	sp := &record.Spawn{
+		Workflow:   a.Workflow,
+		Instance:   a.Instance,
+		Activity:   a.Activity,
+		Generation: a.Generation,
+		Number:     a.Number,
+		PID:        pid,
+		StartTicks: ticks,
+		BootID:     r.bootID,
+		Recorded:   r.clock.Now(),
+	}
+	if err := r.spawns.RecordSpawn(sp); err != nil {
+		return fmt.Errorf("record the process of attempt %d of activity.%s: %w", a.Number, a.Activity, err)
+	}
+	return nil
+}
+
+// endOrphans ends the processes of every attempt that the state says is
+// running in the planned instances, whether the activity resumes, starts
+// over, changed kind or is no longer configured (an http attempt has no
+// process: the scan simply finds none), and reports by instance address
+// and activity name what it did.
+func endOrphans(opts Options, ss spawnStore, acts map[string]map[string]*record.Activity) (map[string]map[string]core.Orphan, error) {
+	type ref struct {
+		addr, name string
+		number     int
+	}
+	var (
+		refs    []ref
+		targets []proc.Attempt
+	)
+	for _, in := range opts.Instances {
+		wf := in.Workflow
+		addr := wf.Address()
+		var spawns map[string]*record.Spawn
+		for _, name := range slices.Sorted(maps.Keys(acts[addr])) {
+			rec := acts[addr][name]
+			if rec == nil || rec.Status != record.StatusRunning {
+				continue
+			}
+			if spawns == nil && ss != nil {
+				got, err := ss.Spawns(wf.Name, wf.Key)
+				if err != nil {
+					return nil, fmt.Errorf("load the process records of %s: %w", addr, err)
+				}
+				spawns = got
+			}
+			n := max(rec.Attempts, 1)
+			var t proc.Attempt
+			if rec.IdempotencyKey != "" {
+				t.Env = []string{"WF_IDEMPOTENCY_KEY=" + rec.IdempotencyKey, "WF_ATTEMPT=" + strconv.Itoa(n)}
+			}
+			if sp := spawns[name]; sp != nil && sp.Generation == rec.Generation && sp.Number == n {
+				t.Group, t.GroupStart, t.GroupBoot = sp.PID, sp.StartTicks, sp.BootID
+			}
+			refs = append(refs, ref{addr: addr, name: name, number: n})
+			targets = append(targets, t)
+		}
+	}
+	if len(targets) == 0 {
+		return nil, nil
+	}
+	ended, err := opts.Processes.End(targets, opts.OrphanWait)
+	out := map[string]map[string]core.Orphan{}
+	for i, rf := range refs {
+		o := core.Orphan{Number: rf.number}
+		if err != nil {
+			o.Err = fmt.Sprintf("attempt %d, left running by a previous wf, could not be looked for (%v); its next attempt is not started so that two attempts never run at once", rf.number, err)
+		} else {
+			o.ProcessGroup, o.Killed, o.Survivors = ended[i].Group, ended[i].Killed, ended[i].Survivors
+		}
+		if out[rf.addr] == nil {
+			out[rf.addr] = map[string]core.Orphan{}
+		}
+		out[rf.addr][rf.name] = o
+	}
+	return out, nil
+}

@@ -42,7 +42,7 @@ func (f *metricsFlags) open(stderr io.Writer) error {
 	if f.addr != "" {
 		s, err := metrics.Listen(f.addr, f.m.Handler())
 		if err != nil {
-			return fmt.Errorf("-metrics-addr %s: %w", f.addr, err)
+			return fmt.Errorf("-metrics-addr: %w", err)
 		}
 		f.server = s
 	}

@@ -79,16 +79,31 @@ func Start(ctx context.Context, sub *event.Subscription, opts Options) *Metrics 
 	return m
 }
 
+// followEvery paces Follow: after a batch it lets events queue for this
+// long before taking the next, so that a retry storm's thousands of small
+// publications wake it a few dozen times a second, not thousands. Metrics
+// are then at most this much behind the run, well inside any scrape
+// interval.
+const followEvery = 25 * time.Millisecond
+
 // Follow applies every batch of sub until the bus is closed and drained, or
 // ctx is done. It holds the lock only while applying a batch.
 func (m *Metrics) Follow(ctx context.Context, sub *event.Subscription) {
 	defer m.doneOnce.Do(func() { close(m.done) })
+	pause := time.NewTimer(followEvery)
+	defer pause.Stop()
 	for {
 		batch, ok := sub.Next(ctx)
 		if !ok {
 			return
 		}
 		m.Observe(batch)
+		pause.Reset(followEvery)
+		select {
+		case <-pause.C:
+		case <-ctx.Done():
+			return
+		}
 	}
 }
 

@@ -29,23 +29,21 @@ func (m *Metrics) Handler() http.Handler {
 			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 			return
 		}
-		buf := textBufs.Get().(*[]byte)
-		defer textBufs.Put(buf)
-		b := m.AppendText((*buf)[:0])
-		b, err := m.appendRuntime(b)
-		*buf = b
+		// The runtime metrics first: if a collector fails, say so rather
+		// than serve part of them as if they were whole.
+		runtime, err := m.appendRuntime(nil)
 		if err != nil {
-			// A collector failed: say so rather than serve part of the
-			// runtime metrics as if they were whole.
 			http.Error(w, "gather metrics: "+err.Error(), http.StatusInternalServerError)
 			return
 		}
 		w.Header().Set("Content-Type", contentType)
-		w.Header().Set("Content-Length", fmt.Sprint(len(b)))
 		if r.Method == http.MethodHead {
 			return
 		}
-		_, _ = w.Write(b) // a client that went away is its own business
+		// A client that went away is its own business.
+		if m.WriteText(w) == nil {
+			_, _ = w.Write(runtime)
+		}
 	})
 }
 
@@ -85,7 +83,7 @@ type Server struct {
 func Listen(addr string, h http.Handler) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("metrics address: %w", err)
+		return nil, fmt.Errorf("serve metrics: %w", err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", h)

@@ -32,8 +32,8 @@ const unknownErrorType = "unknown"
 // Histogram buckets (upper bounds, seconds). Few and wide for the two
 // per-activity histograms, since each bucket is a series per activity.
 var (
-	durationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300}
-	delayBuckets    = []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600}
+	durationBuckets = []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10, 60, 300}
+	delayBuckets    = []float64{0.1, 0.5, 1, 5, 15, 60, 300, 3600}
 	latenessBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 60}
 )
 

@@ -150,7 +150,7 @@ func TestGaugesWhileRunning(t *testing.T) {
 		"wf_activities_total{workflow=w,activity=activity.a,status=succeeded,reason=}": 1,
 		"wf_attempt_duration_seconds_count{workflow=w,activity=activity.a}":            2,
 		"wf_attempt_duration_seconds_bucket{workflow=w,activity=activity.a,le=1}":      2,
-		"wf_retry_delay_seconds_bucket{workflow=w,activity=activity.b,le=10}":          1,
+		"wf_retry_delay_seconds_bucket{workflow=w,activity=activity.b,le=15}":          1,
 		"wf_retry_delay_seconds_bucket{workflow=w,activity=activity.b,le=5}":           0,
 	})
 
@@ -277,5 +277,19 @@ func TestCircuitState(t *testing.T) {
 	}{{event.CircuitOpened, 2}, {event.CircuitHalfOpen, 1}, {event.CircuitClosed, 0}, {event.CircuitOpened, 2}} {
 		f.send(event.Event{Time: t0, Type: step.typ, Breaker: "payment_api"})
 		expect(t, string(step.typ), f.scrape(t), map[string]float64{"wf_circuit_state{breaker=payment_api}": step.want})
+	}
+}
+
+// TestScrapeBoundedByActivities: the number of series depends on the
+// activities (and their error types), not on how many attempts they made.
+func TestScrapeBoundedByActivities(t *testing.T) {
+	lines := func(attempts int) int {
+		m := metrics.New(metrics.Options{NoRuntime: true})
+		fill(m, 100, attempts)
+		return strings.Count(string(text(t, m)), "\n")
+	}
+	few, many := lines(2), lines(300)
+	if few != many || few == 0 {
+		t.Errorf("100 activities: %d lines with 2 attempts each, %d with 300", few, many)
 	}
 }

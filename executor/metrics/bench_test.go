@@ -16,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/wf-engine/wf/config"
 	"github.com/wf-engine/wf/executor"
 	"github.com/wf-engine/wf/executor/activity"
@@ -298,4 +301,21 @@ func BenchmarkEncode10k(b *testing.B) {
 			b.ReportMetric(float64(len(buf))/1e6, "MB")
 		})
 	}
+}
+
+// BenchmarkScrape10kCollector is the same scrape through client_golang's
+// generic path: the Collector in a registry, served by promhttp. It is
+// why Handler has its own encoder.
+func BenchmarkScrape10kCollector(b *testing.B) {
+	m := metrics.New(metrics.Options{NoRuntime: true})
+	fill(m, 10000, 7)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m)
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{DisableCompression: true}))
+	defer srv.Close()
+	var n int
+	for b.Loop() {
+		n = len(get(b, srv.URL))
+	}
+	b.ReportMetric(float64(n)/1e6, "MB")
 }

@@ -69,22 +69,17 @@ func (f *metricsFlags) follow(bus *event.Bus) {
 	go f.m.Follow(ctx, bus.Subscribe())
 }
 
-// close waits until the metrics have counted every event of the run (the
-// bus is closed by then), writes -metrics-file a last time and stops the
-// server.
+// close, once the run's bus is closed, lets the metrics count its last
+// events, writes -metrics-file a last time and stops the server.
 func (f *metricsFlags) close(stderr io.Writer) {
 	if f.m == nil {
 		return
 	}
 	if f.stop != nil {
-		select {
-		case <-f.m.Done():
-		case <-time.After(10 * time.Second):
-			// The bus was never closed: do not hang the exit on it.
-			f.stop()
-			<-f.m.Done()
-		}
+		// The bus is closed by now: stopping applies what is queued, then
+		// Follow returns.
 		f.stop()
+		<-f.m.Done()
 	}
 	if f.writer != nil {
 		if err := f.writer.Close(); err != nil {

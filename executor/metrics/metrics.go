@@ -87,7 +87,9 @@ func Start(ctx context.Context, sub *event.Subscription, opts Options) *Metrics 
 const followEvery = 25 * time.Millisecond
 
 // Follow applies every batch of sub until the bus is closed and drained, or
-// ctx is done. It holds the lock only while applying a batch.
+// ctx is done; then it applies what is already queued, at once, and
+// returns (cancel ctx after closing the bus to stop without the pacing
+// delay). It holds the lock only while applying a batch.
 func (m *Metrics) Follow(ctx context.Context, sub *event.Subscription) {
 	defer m.doneOnce.Do(func() { close(m.done) })
 	pause := time.NewTimer(followEvery)
@@ -102,7 +104,14 @@ func (m *Metrics) Follow(ctx context.Context, sub *event.Subscription) {
 		select {
 		case <-pause.C:
 		case <-ctx.Done():
-			return
+			for {
+				// Next returns what is queued before it looks at ctx.
+				batch, ok := sub.Next(ctx)
+				if !ok {
+					return
+				}
+				m.Observe(batch)
+			}
 		}
 	}
 }

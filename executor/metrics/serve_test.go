@@ -3,6 +3,7 @@ package metrics_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -190,5 +191,23 @@ func TestFileWriterEvery(t *testing.T) {
 	_, err = f.m.WriteFileEvery(filepath.Join(dir, "missing", "wf.prom"), time.Second, nil)
 	if !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("unwritable path: %v", err)
+	}
+}
+
+// TestFollowStopCountsQueued: stopping Follow (as wf apply does at exit)
+// still counts every event published before, at once, pacing or not.
+func TestFollowStopCountsQueued(t *testing.T) {
+	bus := event.NewBus()
+	ctx, stop := context.WithCancel(context.Background())
+	m := metrics.Start(ctx, bus.Subscribe(), metrics.Options{NoRuntime: true})
+	for i := 1; i <= 50; i++ {
+		bus.Publish(event.Event{Type: event.AttemptStarted, Workflow: "w", Instance: "w/k", Activity: fmt.Sprintf("activity.a%d", i), Kind: "exec", Attempt: 1})
+		time.Sleep(time.Millisecond) // many small batches, as in a run
+	}
+	bus.Close()
+	stop()
+	m.Wait()
+	if !strings.Contains(string(m.AppendText(nil)), "\nwf_running_attempts 50\n") {
+		t.Errorf("not every event counted:\n%s", m.AppendText(nil))
 	}
 }

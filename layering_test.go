@@ -30,6 +30,7 @@ func TestLayering(t *testing.T) {
 		tea    = "charm.land/"
 		tui    = module + "/tui"
 		state  = module + "/statefile"
+		prom   = "github.com/prometheus/"
 	)
 	tests := []struct {
 		pkg       string
@@ -42,10 +43,15 @@ func TestLayering(t *testing.T) {
 		{pkg: "config", forbidden: []string{badger, tea, tui, state, module + "/executor", module + "/planner"}},
 		{pkg: "planner", forbidden: []string{badger, tea, tui, module + "/executor"}},
 		{pkg: "statefile/record", forbidden: []string{badger, tea, tui}},
-		{pkg: "executor/event", forbidden: []string{badger, tea, tui, state, module + "/config"}},
-		{pkg: "executor/core", forbidden: []string{badger, tea, tui, state + "$", module + "/executor/activity", module + "/executor/proc", "net/http", "os/exec"}},
+		{pkg: "executor/event", forbidden: []string{badger, tea, tui, state, module + "/config", prom}},
+		{pkg: "executor/core", forbidden: []string{badger, tea, tui, state + "$", module + "/executor/activity", module + "/executor/proc", "net/http", "os/exec", prom}},
 		// proc reads /proc and signals processes; it knows nothing of wf.
 		{pkg: "executor/proc", ownAllowed: []string{module + "/executor/proc"}},
+		// Metrics are a view of the event stream: no store, no shell, no core.
+		{pkg: "executor/metrics", forbidden: []string{badger, tea, tui, state, module + "/executor$", module + "/executor/core", module + "/config", module + "/planner"},
+			ownAllowed: []string{module + "/executor/metrics", module + "/executor/event"}},
+		// wf stats is arithmetic over plain records.
+		{pkg: "executor/metrics/stats", ownAllowed: []string{module + "/executor/metrics/stats", module + "/statefile/record"}, forbidden: []string{badger, prom}},
 		{pkg: "executor", forbidden: []string{tea, tui, module + "/planner"}},
 		{pkg: "tui", forbidden: []string{badger, state, module + "/executor/core", module + "/config"}},
 	}

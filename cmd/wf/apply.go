@@ -31,6 +31,7 @@ type ApplyCommand struct {
 	json        bool
 	parallelism int
 	replace     stringList
+	metrics     metricsFlags
 	// stdout and stderr wrap the CLI's streams: once a write fails (a
 	// closed pipe or terminal) they swallow what follows, so that no view
 	// and no message can stop the run.
@@ -72,6 +73,7 @@ func (cmd *ApplyCommand) Run(ctx context.Context, args []string) error {
 	fs.BoolVar(&cmd.json, "json", false, "print one JSON object per event instead of lines or the dashboard (needs -auto-approve)")
 	fs.IntVar(&cmd.parallelism, "parallelism", defaultParallelism, "at most `N` exec and http attempts at once")
 	fs.Var(&cmd.replace, "replace", "re-run `activity.NAME` (or WORKFLOW.activity.NAME) even if it succeeded (repeatable)")
+	cmd.metrics.register(fs)
 	target, err := parseDir(fs, args)
 	if err != nil {
 		return err
@@ -82,6 +84,10 @@ func (cmd *ApplyCommand) Run(ctx context.Context, args []string) error {
 	if cmd.json && !cmd.autoApprove {
 		return errors.New("wf apply -json needs -auto-approve: there is no prompt in JSON mode")
 	}
+	if err := cmd.metrics.open(c.Stderr); err != nil {
+		return err
+	}
+	defer cmd.metrics.close(c.Stderr)
 	fi, err := os.Stat(target)
 	if err != nil {
 		return fmt.Errorf("apply: %w", err)
@@ -236,6 +242,7 @@ func (cmd *ApplyCommand) execute(ctx context.Context, cfg *config.Config, store 
 	c := cmd.cli
 	instances := planInstances(cfg, plan)
 	bus := event.NewBus()
+	cmd.metrics.follow(bus)
 	// The view and the event socket subscribe before the run starts, so
 	// that both see its first events (the plan events above all).
 	sub := bus.Subscribe()

@@ -104,6 +104,8 @@ func (c *CLI) Run(ctx context.Context, args []string) int {
 		cmd = &StateCommand{cli: c}
 	case "history":
 		cmd = &HistoryCommand{cli: c}
+	case "stats":
+		cmd = &StatsCommand{cli: c}
 	case "watch":
 		cmd = &WatchCommand{cli: c}
 	default:
@@ -151,6 +153,7 @@ Other commands:
   graph      Print the activity graph in DOT format
   history    Show the attempt log of an instance
   state      Inspect and edit the state (list, show, rm)
+  stats      Show retry rates and error types per activity
   watch      Attach the dashboard to a running wf apply
   version    Show the wf version
 

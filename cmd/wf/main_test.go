@@ -129,7 +129,7 @@ func TestUsage(t *testing.T) {
 	}
 	// Every command is listed.
 	r := wf(t, "help")
-	for _, cmd := range []string{"validate", "plan", "apply", "fmt", "graph", "history", "state", "watch", "version"} {
+	for _, cmd := range []string{"validate", "plan", "apply", "fmt", "graph", "history", "state", "stats", "watch", "version"} {
 		if !strings.Contains(r.stdout, "\n  "+cmd+" ") {
 			t.Errorf("usage does not list %s:\n%s", cmd, r.stdout)
 		}

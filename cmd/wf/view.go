@@ -39,12 +39,10 @@ type plainView struct {
 	// covers several instances.
 	prefixInstance bool
 	now            func() time.Time
-	// warned remembers the budgets whose high usage was already reported.
-	warned map[string]bool
 }
 
 func newPlainView(w io.Writer, instances int, now func() time.Time) *plainView {
-	return &plainView{w: w, prefixInstance: instances > 1, now: now, warned: map[string]bool{}}
+	return &plainView{w: w, prefixInstance: instances > 1, now: now}
 }
 
 // run prints events until the bus closes or ctx is done. A write error (a
@@ -77,12 +75,10 @@ func (v *plainView) lines(batch []event.Event) []string {
 	var out []string
 	for i := 0; i < len(batch); i++ {
 		e := batch[i]
-		out = v.appendBudgetWarning(out, e.Budget)
 		var line string
 		if e.Type == event.AttemptFailed && i+1 < len(batch) && batch[i+1].Type == event.RetryScheduled &&
 			batch[i+1].Instance == e.Instance && batch[i+1].Activity == e.Activity {
 			next := batch[i+1]
-			out = v.appendBudgetWarning(out, next.Budget)
 			line = fmtAttemptFailed(e) + "; " + fmtRetry(next)
 			i++
 		} else {
@@ -91,7 +87,8 @@ func (v *plainView) lines(batch []event.Event) []string {
 		if line == "" {
 			continue
 		}
-		if v.prefixInstance && e.Instance != "" && e.Activity != "" {
+		// A budget is shared by every instance: its warning has no prefix.
+		if v.prefixInstance && e.Instance != "" && e.Activity != "" && e.Type != event.BudgetHigh {
 			line = e.Instance + " " + line
 		}
 		out = append(out, line)
@@ -116,6 +113,8 @@ func (v *plainView) format(e event.Event) string {
 		return fmtTimerRecovered(e, v.now())
 	case event.BudgetWait:
 		return fmtBudgetWait(e)
+	case event.BudgetHigh:
+		return fmtBudgetHigh(e)
 	case event.ActivitySucceeded:
 		return fmtActivitySucceeded(e)
 	case event.ActivityFailed:
@@ -141,14 +140,13 @@ func orInstance(e event.Event) string {
 	return e.Instance
 }
 
-// appendBudgetWarning warns once per budget when its usage passes 80%. b
-// is nil for events that do not concern a budget.
-func (v *plainView) appendBudgetWarning(out []string, b *event.BudgetUsage) []string {
-	if b == nil || b.MaxRetries <= 0 || v.warned[b.Name] || b.Used*100 <= b.MaxRetries*80 {
-		return out
+// fmtBudgetHigh is the warning of a budget_high event: the core emits one
+// each time a budget's usage crosses 80 %.
+func fmtBudgetHigh(e event.Event) string {
+	if e.Budget == nil {
+		return "warning: a retry budget is at 80 % or more"
 	}
-	v.warned[b.Name] = true
-	return append(out, fmt.Sprintf("warning: retry budget %s is at %s", b.Name, fmtBudgetUsage(b)))
+	return fmt.Sprintf("warning: retry budget %s is at %s", e.Budget.Name, fmtBudgetUsage(e.Budget))
 }
 
 // fmtBudgetUsage is the "9/10 retries per 1m0s" of a budget.

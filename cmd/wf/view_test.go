@@ -71,7 +71,6 @@ func TestPlainViewLines(t *testing.T) {
 			want: []string{
 				"activity.a: recovered timer for attempt 3, due in 2s",
 				"activity.b: recovered timer for attempt 2, due now",
-				"warning: retry budget api is at 10/10 retries per 1m0s",
 				"activity.c: retry budget api exhausted (10/10 retries per 1m0s); attempt 4 waits 12s",
 			},
 		},
@@ -87,6 +86,19 @@ func TestPlainViewLines(t *testing.T) {
 				inst + " activity.charge_card: attempt 1 failed (exit:1); retry 2 in 250ms",
 			},
 		},
+		{
+			name:      "budget warning is not prefixed",
+			instances: 2,
+			batch: []event.Event{
+				{Type: event.BudgetHigh, Instance: inst, Activity: "activity.charge_card",
+					Budget: &event.BudgetUsage{Name: "api", Used: 8, MaxRetries: 10, WindowMs: 60000}},
+				fail(1, "exit:1"), retry(2, 250*time.Millisecond, "policy"),
+			},
+			want: []string{
+				"warning: retry budget api is at 8/10 retries per 1m0s",
+				inst + " activity.charge_card: attempt 1 failed (exit:1); retry 2 in 250ms",
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -99,25 +111,27 @@ func TestPlainViewLines(t *testing.T) {
 	}
 }
 
-func TestBudgetWarningOnce(t *testing.T) {
+// TestBudgetWarningFromEvent: the warning is the budget_high event's line
+// and nothing else's: the core decides when a budget crossed 80 %
+// (executor/core TestBudgetHighOncePerCrossing), the view only says so.
+func TestBudgetWarningFromEvent(t *testing.T) {
 	v := newPlainView(nil, 1, time.Now)
-	usage := func(used int) event.Event {
-		return event.Event{Type: event.RetryScheduled, Activity: "activity.a", Attempt: 2, DelayMs: event.Ms(time.Second),
+	usage := func(typ event.Type, used int) event.Event {
+		return event.Event{Type: typ, Activity: "activity.a", Attempt: 2, DelayMs: event.Ms(time.Second),
 			Budget: &event.BudgetUsage{Name: "api", Used: used, MaxRetries: 10, WindowMs: 1000}}
 	}
-	var warnings int
-	for _, used := range []int{5, 8, 9, 10, 10} {
-		for _, l := range v.lines([]event.Event{usage(used)}) {
-			if strings.HasPrefix(l, "warning:") {
-				warnings++
-				if !strings.Contains(l, "9/10") {
-					t.Errorf("first warning should be at 9/10 (past 80%%): %s", l)
-				}
-			}
+	batch := []event.Event{
+		usage(event.RetryScheduled, 9), usage(event.BudgetWait, 10),
+		usage(event.BudgetHigh, 8), usage(event.RetryScheduled, 10),
+	}
+	var warnings []string
+	for _, l := range v.lines(batch) {
+		if strings.HasPrefix(l, "warning:") {
+			warnings = append(warnings, l)
 		}
 	}
-	if warnings != 1 {
-		t.Errorf("%d warnings, want 1", warnings)
+	if want := []string{"warning: retry budget api is at 8/10 retries per 1s"}; strings.Join(warnings, "\n") != strings.Join(want, "\n") {
+		t.Errorf("warnings %q, want %q", warnings, want)
 	}
 }
 

@@ -70,6 +70,7 @@ type budgetState struct {
 	cfg   retry.Budget
 	rec   *record.Budget
 	dirty bool
+	high  bool // budget_high was emitted and usage has not fallen below 80 % since
 }
 
 // Core is the executor's deterministic state machine. It is not safe for
@@ -313,7 +314,7 @@ func (c *Core) FireNow(now time.Time, instance, activity string) Ready {
 		if t.Kind == record.TimerBudget {
 			// The operator overrides the budget, but the retry still uses it.
 			if b := c.budgets[a.budget]; b != nil {
-				c.stamp(b)
+				c.stamp(a, b)
 			}
 		}
 		t.Kind = record.TimerRetry
@@ -693,6 +694,7 @@ func (c *Core) startAttempt(a *act) {
 		r.FirstStart = c.now
 	}
 	r.Attempts = n
+	due := r.Timer // the timer that started this attempt, if any
 	r.Timer = nil
 	r.Status = record.StatusRunning
 	att := &record.Attempt{
@@ -716,6 +718,12 @@ func (c *Core) startAttempt(a *act) {
 	ev := c.ev(a, event.AttemptStarted)
 	ev.Attempt = n
 	ev.IdempotencyKey = r.IdempotencyKey
+	if n > 1 {
+		ev.PreviousError = evError(r.LastError)
+	}
+	if due != nil && att.FiredBy != "manual" {
+		ev.ScheduledAt = timePtr(due.FireAt)
+	}
 
 	if res.Sleep != nil {
 		r.Status = record.StatusWaiting
@@ -868,7 +876,7 @@ func (c *Core) failure(a *act, f retry.Failure, end time.Time) {
 	ok, nextFree := b.cfg.Allow(b.rec.Stamps, c.now)
 	switch {
 	case ok:
-		c.stamp(b)
+		c.stamp(a, b)
 		failed.Budget = c.usage(a)
 		c.emit(failed)
 		c.armRetry(a, att, next, dec.Delay, dec.Source)
@@ -1080,7 +1088,7 @@ func (c *Core) fire(a *act) {
 				c.emitBudgetWait(a)
 				return
 			}
-			c.stamp(b)
+			c.stamp(a, b)
 		}
 		if due := t.Set.Add(t.Delay); due.After(c.now) {
 			t.Kind = record.TimerRetry
@@ -1103,9 +1111,18 @@ func (c *Core) fire(a *act) {
 
 // ---- budgets ------------------------------------------------------------
 
-func (c *Core) stamp(b *budgetState) {
-	b.rec.Stamps = append(b.cfg.Prune(b.rec.Stamps, c.now), c.now)
+func (c *Core) stamp(a *act, b *budgetState) {
+	live := b.cfg.Prune(b.rec.Stamps, c.now)
+	// Usage only rises here, so it fell below 80 % since the last grant iff
+	// it is below just before this one: budget_high once per crossing.
+	high := func(used int) bool { return used*100 >= b.cfg.MaxRetries*80 }
+	b.high = b.high && high(len(live))
+	b.rec.Stamps = append(live, c.now)
 	b.dirty = true
+	if !b.high && high(len(b.rec.Stamps)) {
+		b.high = true
+		c.emit(c.ev(a, event.BudgetHigh))
+	}
 }
 
 func (c *Core) usage(a *act) *event.BudgetUsage {
@@ -1118,6 +1135,8 @@ func (c *Core) usage(a *act) *event.BudgetUsage {
 		Used:       b.cfg.Used(b.rec.Stamps, c.now),
 		MaxRetries: b.cfg.MaxRetries,
 		WindowMs:   b.cfg.Window.Milliseconds(),
+		// stamp replaces the slice and never writes into it: safe to share.
+		Stamps: b.rec.Stamps[:len(b.rec.Stamps):len(b.rec.Stamps)],
 	}
 }
 

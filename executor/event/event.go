@@ -35,6 +35,18 @@ const (
 	OrphanAlive Type = "orphan_alive"
 )
 
+const (
+	// BudgetHigh says a retry budget's usage reached 80 % of max_retries.
+	// The core emits it once per crossing: again only after usage fell
+	// below 80 % and rose again. It is the one source of the warning in
+	// the plain output.
+	BudgetHigh Type = "budget_high"
+	// Circuit breaker transitions (SPEC §11), with Breaker set.
+	CircuitOpened   Type = "circuit_opened"
+	CircuitHalfOpen Type = "circuit_half_open"
+	CircuitClosed   Type = "circuit_closed"
+)
+
 // Failure reasons carried by activity_failed.
 const (
 	ReasonNonRetryable    = "non_retryable"
@@ -81,6 +93,11 @@ type BudgetUsage struct {
 	Used       int    `json:"used"`
 	MaxRetries int    `json:"max_retries"`
 	WindowMs   int64  `json:"window_ms"`
+	// Stamps are the grant times in the window when the event was made,
+	// oldest first, so that an in-process view (metrics) can let usage
+	// decay as grants leave the window without waiting for the next event.
+	// Shared with the core and never modified: read only. Not in -json.
+	Stamps []time.Time `json:"-"`
 }
 
 // ActivityInfo describes one activity in a plan event, so that a view can
@@ -151,6 +168,14 @@ type Event struct {
 	// the processes killed, or the ones that survived.
 	ProcessGroup int   `json:"process_group,omitempty"`
 	PIDs         []int `json:"pids,omitempty"`
+	// PreviousError is set on the attempt_started of a retry: the error
+	// of the attempt it retries (what wf_retries_total counts it under).
+	PreviousError *Error `json:"previous_error,omitempty"`
+	// ScheduledAt is set on the attempt_started of a retry that a timer
+	// started: when that timer was due, so views can measure its lateness.
+	ScheduledAt *time.Time `json:"scheduled_at,omitempty"`
+	// Breaker names the circuit breaker of circuit_* events.
+	Breaker string `json:"breaker,omitempty"`
 }
 
 // Ms is a helper for the *int64 millisecond fields.

@@ -112,8 +112,13 @@ type Options struct {
 	// Parallelism caps the exec and http attempts running at once; sleeps
 	// do not count. Zero or less means no cap.
 	Parallelism int
-	// Rand is the only randomness the core uses (jitter); the shell seeds it.
+	// Rand, when set, is the one random source of every retry decision.
+	// When nil, each decision draws from JitterRand(Seed, ...) of the
+	// attempt that failed, which does not depend on the order of failures.
 	Rand retry.Rand
+	// Seed seeds the per-decision jitter sources when Rand is nil: the
+	// state's identity, so that both engines and every replay draw alike.
+	Seed string
 	// Activities is the loaded state: by instance address "wf/key", then by
 	// activity name.
 	Activities map[string]map[string]*record.Activity

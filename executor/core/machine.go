@@ -738,7 +738,7 @@ func (c *Core) failure(a *act, f retry.Failure, end time.Time) {
 		FirstStart: r.FirstStart,
 		Now:        c.now,
 		PrevDelay:  r.LastDelay,
-		Rand:       c.opts.Rand,
+		Rand:       c.jitterRand(att),
 	})
 	if dec.RuleCounts != nil {
 		r.RuleCounts = append([]int(nil), dec.RuleCounts...)
@@ -796,6 +796,14 @@ func (c *Core) failure(a *act, f retry.Failure, end time.Time) {
 		c.armTimer(a)
 		c.emitBudgetWait(a)
 	}
+}
+
+// jitterRand is the random source of the decision after att.
+func (c *Core) jitterRand(att *record.Attempt) retry.Rand {
+	if c.opts.Rand != nil {
+		return c.opts.Rand
+	}
+	return JitterRand(c.opts.Seed, att.Workflow, att.Instance, att.Activity, att.Generation, att.Number)
 }
 
 func (c *Core) failBudget(a *act, b *budgetState) {

@@ -1,0 +1,139 @@
+package temporal
+
+import (
+	"context"
+	"time"
+
+	sdkactivity "go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	sdktemporal "go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/wf-engine/wf/config"
+	"github.com/wf-engine/wf/executor/activity"
+)
+
+// Runner runs one attempt; *activity.Runner, the local engine's runner,
+// is the one wf worker uses.
+type Runner interface {
+	Run(ctx context.Context, req activity.Request) activity.Result
+}
+
+// Attempts is the worker side of AttemptActivity: it runs each attempt
+// with the local engine's runner (environment, idempotency key, output and
+// error files, output caps), in the worker's checkout, and heartbeats while
+// the attempt runs so that a dead worker is noticed within the heartbeat
+// timeout.
+type Attempts struct {
+	Runner Runner
+	// Dir is the worker's checkout of the configuration: exec working
+	// directories are resolved against it.
+	Dir string
+	// Identity names the worker in attempt results.
+	Identity string
+}
+
+// Run is AttemptActivity.
+func (a *Attempts) Run(ctx context.Context, in AttemptInput) (AttemptResult, error) {
+	info := sdkactivity.GetInfo(ctx)
+	spec := in.Spec
+	if spec != nil && spec.Exec != nil {
+		cp := *spec.Exec
+		cp.Dir = WorkerDir(cp.Dir, a.Dir)
+		spec = &config.Resolved{Exec: &cp}
+	}
+	stop := heartbeat(ctx, info.HeartbeatTimeout)
+	res := a.Runner.Run(ctx, activity.Request{
+		Workflow:       in.Workflow,
+		Instance:       in.Instance,
+		Activity:       in.Activity,
+		Attempt:        in.Number,
+		IdempotencyKey: in.IdempotencyKey,
+		Spec:           spec,
+		Timeout:        in.Timeout,
+	})
+	stop()
+	out := AttemptResult{Start: res.Start, End: res.End, Outputs: res.Outputs, Failure: res.Failure, Worker: a.Identity}
+	if res.Failure == nil {
+		return out, nil
+	}
+	// Failed: a non-retryable application error, so Temporal shows the
+	// attempt failed and never retries it itself; the details carry the
+	// result for the interpreter.
+	return AttemptResult{}, sdktemporal.NewNonRetryableApplicationError(
+		res.Failure.Type+": "+res.Failure.Message, res.Failure.Type, nil, out)
+}
+
+// heartbeat records a heartbeat every third of timeout until stop is
+// called. The SDK batches heartbeats and cancels ctx once the server says
+// the attempt is gone, which kills an exec attempt's process group.
+func heartbeat(ctx context.Context, timeout time.Duration) (stop func()) {
+	if timeout <= 0 {
+		return func() {}
+	}
+	every := max(timeout/3, 100*time.Millisecond)
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		sdkactivity.RecordHeartbeat(ctx)
+		for {
+			select {
+			case <-t.C:
+				sdkactivity.RecordHeartbeat(ctx)
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-exited
+	}
+}
+
+// WorkerOptions configures NewWorker.
+type WorkerOptions struct {
+	// TaskQueue is the queue the worker polls; DefaultTaskQueue when empty.
+	TaskQueue string
+	// Parallelism caps the attempts the worker runs at once; 10 when zero.
+	Parallelism int
+	// Identity names the worker in Temporal's history; the SDK's default
+	// (pid@host) when empty.
+	Identity string
+}
+
+// NewWorker returns a worker that runs the interpreter workflow and the
+// attempts of the instances on its task queue. Start it with Run or Start.
+func NewWorker(c client.Client, attempts *Attempts, opts WorkerOptions) worker.Worker {
+	queue := orDefault(opts.TaskQueue, DefaultTaskQueue)
+	w := worker.New(c, queue, worker.Options{
+		MaxConcurrentActivityExecutionSize: orDefault(opts.Parallelism, 10),
+		Identity:                           opts.Identity,
+		// Attempts get the heartbeat timeout to notice a cancellation.
+		WorkerStopTimeout: 10 * time.Second,
+	})
+	Register(w, attempts)
+	return w
+}
+
+// Registry is the part of a worker (or of a test environment) that
+// registrations need.
+type Registry interface {
+	RegisterWorkflowWithOptions(w any, options workflow.RegisterOptions)
+	RegisterActivityWithOptions(a any, options sdkactivity.RegisterOptions)
+}
+
+// Register registers the interpreter workflow and, when attempts is not
+// nil, the attempt activity.
+func Register(r Registry, attempts *Attempts) {
+	r.RegisterWorkflowWithOptions(Interpret, workflow.RegisterOptions{Name: WorkflowType})
+	if attempts != nil {
+		r.RegisterActivityWithOptions(attempts.Run, sdkactivity.RegisterOptions{Name: AttemptActivity})
+	}
+}

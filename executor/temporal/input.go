@@ -133,12 +133,12 @@ type Carry struct {
 	// For a continued run: the event sequence so far, the last events and
 	// the plan event, so followers notice nothing; the totals of the
 	// summary so far.
-	NextSeq  int64         `json:"next_seq,omitempty"`
-	Plan     *event.Event  `json:"plan,omitempty"`
-	Events   []event.Event `json:"events,omitempty"`
-	Begin    time.Time     `json:"begin,omitzero"`
-	Attempts0 int          `json:"attempts_before,omitempty"`
-	Retries0  int          `json:"retries_before,omitempty"`
+	NextSeq   int64         `json:"next_seq,omitempty"`
+	Plan      *event.Event  `json:"plan,omitempty"`
+	Events    []event.Event `json:"events,omitempty"`
+	Begin     time.Time     `json:"begin,omitzero"`
+	Attempts0 int           `json:"attempts_before,omitempty"`
+	Retries0  int           `json:"retries_before,omitempty"`
 	// Runs counts the runs of this apply before this one.
 	Runs int `json:"runs,omitempty"`
 }

@@ -31,6 +31,7 @@ type ApplyCommand struct {
 	json        bool
 	parallelism int
 	replace     stringList
+	engine      engineFlags
 }
 
 // Run implements `wf apply [-auto-approve] [-json] [-parallelism N]
@@ -44,6 +45,7 @@ func (cmd *ApplyCommand) Run(ctx context.Context, args []string) error {
 	fs.BoolVar(&cmd.json, "json", false, "print one JSON object per event instead of lines or the dashboard (needs -auto-approve)")
 	fs.IntVar(&cmd.parallelism, "parallelism", defaultParallelism, "at most `N` exec and http attempts at once")
 	fs.Var(&cmd.replace, "replace", "re-run `activity.NAME` (or WORKFLOW.activity.NAME) even if it succeeded (repeatable)")
+	cmd.engine.register(fs, true)
 	target, err := parseDir(fs, args)
 	if err != nil {
 		return err
@@ -53,6 +55,12 @@ func (cmd *ApplyCommand) Run(ctx context.Context, args []string) error {
 	}
 	if cmd.json && !cmd.autoApprove {
 		return errors.New("wf apply -json needs -auto-approve: there is no prompt in JSON mode")
+	}
+	if on, err := cmd.engine.temporal(c); err != nil || on {
+		if err != nil {
+			return err
+		}
+		return cmd.applyTemporal(ctx, target)
 	}
 	fi, err := os.Stat(target)
 	if err != nil {

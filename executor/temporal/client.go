@@ -111,7 +111,16 @@ type Run struct {
 	Status    enumspb.WorkflowExecutionStatus
 	TaskQueue string
 	Start     time.Time
+	// Removed marks the tombstone run wf state rm leaves: the instance has
+	// no records.
+	Removed bool
 }
+
+// removedMemo is the memo key of a tombstone run.
+const removedMemo = "wf_removed"
+
+// removedQueue is the task queue of tombstone runs; no worker polls it.
+const removedQueue = "wf-removed"
 
 // Running reports whether the run is still going.
 func (r *Run) Running() bool { return r.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING }
@@ -140,6 +149,7 @@ func (c *Client) Describe(ctx context.Context, workflow, key string) (*Run, erro
 		Status:     info.GetStatus(),
 		TaskQueue:  info.GetTaskQueue(),
 		Start:      info.GetStartTime().AsTime(),
+		Removed:    info.GetMemo().GetFields()[removedMemo] != nil,
 	}, nil
 }
 
@@ -148,8 +158,8 @@ func (c *Client) Describe(ctx context.Context, workflow, key string) (*Run, erro
 // (no worker needed). Nil when Temporal has no run of the instance.
 func (c *Client) State(ctx context.Context, workflow, key string) (*State, *Run, error) {
 	run, err := c.Describe(ctx, workflow, key)
-	if err != nil || run == nil {
-		return nil, run, err
+	if err != nil || run == nil || run.Removed {
+		return nil, nil, err
 	}
 	st, err := c.runState(ctx, run)
 	return st, run, err
@@ -345,6 +355,7 @@ func (c *Client) List(ctx context.Context) ([]Listed, error) {
 			latest[id] = Listed{Workflow: wf, Key: key, Run: Run{
 				WorkflowID: id, RunID: e.GetExecution().GetRunId(), Status: e.GetStatus(),
 				TaskQueue: e.GetTaskQueue(), Start: start,
+				Removed: e.GetMemo().GetFields()[removedMemo] != nil,
 			}}
 		}
 		token = resp.GetNextPageToken()
@@ -354,7 +365,9 @@ func (c *Client) List(ctx context.Context) ([]Listed, error) {
 	}
 	out := make([]Listed, 0, len(latest))
 	for _, l := range latest {
-		out = append(out, l)
+		if !l.Run.Removed {
+			out = append(out, l)
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Run.WorkflowID < out[j].Run.WorkflowID })
 	return out, nil
@@ -363,47 +376,41 @@ func (c *Client) List(ctx context.Context) ([]Listed, error) {
 // RunState returns the records of one listed run.
 func (c *Client) RunState(ctx context.Context, run *Run) (*State, error) { return c.runState(ctx, run) }
 
-// Remove deletes an instance from Temporal, so that the next apply starts
+// Remove removes an instance from Temporal, so that the next apply starts
 // it afresh with a new state identity (new idempotency keys). A running
-// instance is refused.
+// instance is refused. Temporal deletes histories asynchronously (it can
+// take it many seconds), so Remove first makes a tombstone the instance's
+// latest run, at once: a run that is started on a queue no worker polls,
+// marked by its memo, and terminated. Every command reads the latest run,
+// so the instance is gone for them from then on; the runs before are
+// then deleted in the background.
 func (c *Client) Remove(ctx context.Context, workflow, key string) error {
 	id := WorkflowID(workflow, key)
 	run, err := c.Describe(ctx, workflow, key)
 	if err != nil {
 		return err
 	}
-	if run == nil {
+	if run == nil || run.Removed {
 		return fmt.Errorf("instance %s/%s is not on Temporal at %s (wf state list -engine temporal shows what is)", workflow, key, c.address)
 	}
 	if run.Running() {
 		return fmt.Errorf("instance %s/%s is running on Temporal (workflow ID %s); wait for it to end, or stop it first: temporal workflow terminate --workflow-id %s", workflow, key, id, id)
 	}
-	// Deletion is asynchronous, and a run continued as new leaves older
-	// runs under the same ID: delete whatever run is the latest until none
-	// is left, so that the next command does not see the instance.
-	deadline := time.Now().Add(30 * time.Second)
-	deleted := ""
-	for run != nil {
-		if run.RunID != deleted {
-			if _, err := c.SDK.WorkflowService().DeleteWorkflowExecution(ctx, deleteRequest(c.namespace, id, run.RunID)); err != nil {
-				var nf *serviceerror.NotFound
-				if !errors.As(err, &nf) {
-					return fmt.Errorf("remove %s from Temporal at %s: %s", id, c.address, shortError(err))
-				}
-			}
-			deleted = run.RunID
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("remove %s: Temporal at %s still has it after 30s", id, c.address)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-		if run, err = c.Describe(ctx, workflow, key); err != nil {
-			return err
-		}
+	tomb, err := c.SDK.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       id,
+		TaskQueue:                removedQueue,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		Memo:                     map[string]any{removedMemo: true},
+		StaticSummary:            "removed by wf state rm",
+	}, WorkflowType, Input{Format: InputFormat, Workflow: workflow, Key: key})
+	if err != nil {
+		return fmt.Errorf("remove %s from Temporal at %s: %s", id, c.address, shortError(err))
 	}
+	if err := c.SDK.TerminateWorkflow(ctx, id, tomb.GetRunID(), "removed by wf state rm"); err != nil {
+		return fmt.Errorf("remove %s from Temporal at %s: %s", id, c.address, shortError(err))
+	}
+	// Best effort: the records are already out of every command's sight.
+	_, _ = c.SDK.WorkflowService().DeleteWorkflowExecution(ctx, deleteRequest(c.namespace, id, run.RunID))
 	return nil
 }

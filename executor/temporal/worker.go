@@ -117,6 +117,10 @@ func NewWorker(c client.Client, attempts *Attempts, opts WorkerOptions) worker.W
 		Identity:                           opts.Identity,
 		// Attempts get the heartbeat timeout to notice a cancellation.
 		WorkerStopTimeout: 10 * time.Second,
+		// A workflow task offered to the worker that has the instance
+		// cached waits this long before any worker may take it: short,
+		// so that a dead worker delays a due retry by at most a second.
+		StickyScheduleToStartTimeout: time.Second,
 	})
 	Register(w, attempts)
 	return w

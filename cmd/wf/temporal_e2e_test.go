@@ -1,0 +1,412 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/wf-engine/wf/executor/temporal/temporaltest"
+)
+
+// These tests run the real wf binary against a real Temporal development
+// server (temporaltest), with real wf worker processes and real signals.
+// In CI the Temporal CLI must be installed (.ci/run does it); elsewhere
+// they skip without it.
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	temporaltest.StopShared()
+	os.Exit(code)
+}
+
+// tenv points the wf processes of a test at the shared server, on a task
+// queue of the test's own.
+type tenv struct {
+	t     *testing.T
+	addr  string
+	queue string
+	dir   string
+}
+
+func newTEnv(t *testing.T, hcl string) *tenv {
+	t.Helper()
+	srv := temporaltest.Need(t)
+	e := &tenv{t: t, addr: srv.Address, queue: "q-" + strings.NewReplacer("/", "-", " ", "-").Replace(t.Name()) + fmt.Sprint(time.Now().UnixNano()), dir: durSetup(t, hcl)}
+	t.Setenv("WF_TEMPORAL_ADDRESS", srv.Address)
+	return e
+}
+
+// worker starts `wf worker` on the test's queue; the returned process is
+// killed at the end of the test.
+func (e *tenv) worker() *exec.Cmd {
+	e.t.Helper()
+	cmd := exec.Command(durBinary(e.t), "worker", "-task-queue", e.queue, e.dir)
+	cmd.Env = os.Environ()
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	e.t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		<-exited
+		if e.t.Failed() {
+			e.t.Logf("worker %d output:\n%s", cmd.Process.Pid, buf.String())
+		}
+	})
+	return cmd
+}
+
+// apply starts `wf apply -engine temporal -json` in the background.
+func (e *tenv) apply(extra ...string) *durProc {
+	e.t.Helper()
+	return durStart(e.t, e.dir, append([]string{"-engine", "temporal", "-task-queue", e.queue}, extra...)...)
+}
+
+// wf runs a wf command to its end and returns its stdout, stderr and exit
+// code.
+func (e *tenv) wf(args ...string) (string, string, int) {
+	e.t.Helper()
+	cmd := exec.Command(durBinary(e.t), args...)
+	cmd.Env = append(os.Environ(), "NO_COLOR=1")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		e.t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
+}
+
+type histEntry struct {
+	Activity       string    `json:"activity"`
+	Attempt        int       `json:"attempt"`
+	IdempotencyKey string    `json:"idempotency_key"`
+	Start          time.Time `json:"start"`
+	End            time.Time `json:"end"`
+	Outcome        string    `json:"outcome"`
+	Error          *struct {
+		Type string `json:"type"`
+	} `json:"error"`
+	WaitMs *int64 `json:"wait_ms"`
+}
+
+func (e *tenv) history(instance string) []histEntry {
+	e.t.Helper()
+	out, errOut, code := e.wf("history", "-engine", "temporal", "-json", instance)
+	if code != 0 {
+		e.t.Fatalf("wf history exit %d: %s", code, errOut)
+	}
+	var hs []histEntry
+	dec := json.NewDecoder(strings.NewReader(out))
+	for dec.More() {
+		var h histEntry
+		if err := dec.Decode(&h); err != nil {
+			e.t.Fatalf("decode history: %v\n%s", err, out)
+		}
+		hs = append(hs, h)
+	}
+	return hs
+}
+
+func evType(typ string) func(map[string]any) bool {
+	return func(ev map[string]any) bool { return ev["type"] == typ }
+}
+
+func attemptStarted(activity string, n int) func(map[string]any) bool {
+	return func(ev map[string]any) bool {
+		return ev["type"] == "attempt_started" && ev["activity"] == "activity."+activity && ev["attempt"] == float64(n)
+	}
+}
+
+// TestTemporalApplyTwoWorkers applies a workflow with retries on Temporal
+// with two wf worker processes, then checks the commands that read what
+// Temporal keeps: plan says No changes, history has every attempt, state
+// list and show find the instance, and state rm starts it afresh.
+func TestTemporalApplyTwoWorkers(t *testing.T) {
+	e := newTEnv(t, `
+variable "id" { default = "two" }
+workflow "tw" {
+  key = "k-${var.id}"
+  activity "a" {
+    exec {
+      command = ["./rec.sh"]
+      env = { LOG = "log", SUCCEED_ON = "3" }
+    }
+    retry {
+      backoff = "fixed"
+      initial_interval = "100ms"
+      maximum_attempts = 5
+    }
+  }
+  activity "b" {
+    exec {
+      command = ["./rec.sh"]
+      env = { LOG = "log" }
+    }
+    depends_on = [activity.a]
+  }
+  activity "c" {
+    exec {
+      command = ["./rec.sh"]
+      env = { LOG = "log", SUCCEED_ON = "2" }
+    }
+    retry {
+      initial_interval = "50ms"
+      maximum_attempts = 3
+    }
+  }
+}
+`)
+	e.worker()
+	e.worker()
+	p := e.apply()
+	if code := p.wait(t, 90*time.Second); code != 0 {
+		t.Fatalf("wf apply exit %d; stderr:\n%s", code, p.stderr.String())
+	}
+	done := p.waitEvent(t, time.Second, "run_completed", evType("run_completed"))
+	if done["status"] != "succeeded" {
+		t.Fatalf("run_completed = %v", done)
+	}
+	p.waitEvent(t, time.Second, "plan event", evType("plan"))
+	log := durReadLog(t, filepath.Join(e.dir, "log"))
+	if len(log) != 3+1+2 {
+		t.Fatalf("the activities ran %d attempts, want 6: %+v", len(log), log)
+	}
+	hs := e.history("tw/k-two")
+	var a []histEntry
+	for _, h := range hs {
+		if h.Activity == "activity.a" {
+			a = append(a, h)
+		}
+	}
+	if len(a) != 3 || a[0].Outcome != "failed" || a[0].Error == nil || a[0].Error.Type != "exit:3" || a[2].Outcome != "succeeded" {
+		t.Fatalf("history of activity.a = %+v", a)
+	}
+	for i := 1; i < len(a); i++ {
+		if a[i].IdempotencyKey != a[0].IdempotencyKey {
+			t.Errorf("attempt %d has key %s, attempt 1 %s", i+1, a[i].IdempotencyKey, a[0].IdempotencyKey)
+		}
+		// The wait is Temporal's timer: on time, within an honest margin
+		// for a loaded machine.
+		if gap := a[i].Start.Sub(a[i-1].End); gap < 100*time.Millisecond || gap > 2*time.Second {
+			t.Errorf("attempt %d started %s after attempt %d ended, want about 100ms", i+1, gap, i)
+		}
+	}
+
+	out, errOut, code := e.wf("plan", "-engine", "temporal", e.dir)
+	if code != 0 || !strings.Contains(out, "No changes. Workflow instance tw/k-two is up to date.") {
+		t.Fatalf("plan after the run (exit %d):\n%s%s", code, out, errOut)
+	}
+	out, _, _ = e.wf("plan", "-engine", "temporal", "-var", "id=two", "-replace", "activity.b", e.dir)
+	if !strings.Contains(out, "~ activity.b") || !strings.Contains(out, "= activity.a") {
+		t.Fatalf("plan -replace activity.b:\n%s", out)
+	}
+	out, _, _ = e.wf("state", "list", "-engine", "temporal")
+	if !strings.Contains(out, "tw/k-two") || !strings.Contains(out, "3 activities: 3 succeeded") {
+		t.Fatalf("state list:\n%s", out)
+	}
+	out, _, _ = e.wf("state", "show", "-engine", "temporal", "tw/k-two")
+	if !strings.Contains(out, "activity.a") || !strings.Contains(out, "wf/tw/k-two") {
+		t.Fatalf("state show:\n%s", out)
+	}
+	if out, errOut, code := e.wf("state", "rm", "-engine", "temporal", "tw/k-two"); code != 0 {
+		t.Fatalf("state rm exit %d: %s%s", code, out, errOut)
+	}
+	out, _, _ = e.wf("plan", "-engine", "temporal", e.dir)
+	if !strings.Contains(out, "Plan: 3 to run") {
+		t.Fatalf("plan after state rm:\n%s", out)
+	}
+}
+
+// TestTemporalKillWorkerMidAttempt kills -9 the only worker while an
+// attempt runs: once the heartbeat timeout passes, the attempt is retried
+// on a worker started afterwards, with the same idempotency key, and the
+// lost attempt is recorded as interrupted.
+func TestTemporalKillWorkerMidAttempt(t *testing.T) {
+	e := newTEnv(t, `
+workflow "km" {
+  key = "k"
+  activity "a" {
+    exec {
+      command = ["./rec.sh"]
+      env = { LOG = "log", HANG_ON = "1" }
+    }
+    retry {
+      initial_interval = "100ms"
+      maximum_attempts = 3
+    }
+  }
+}
+`)
+	w1 := e.worker()
+	p := e.apply()
+	p.waitEvent(t, 60*time.Second, "attempt 1 started", attemptStarted("a", 1))
+	pidFile := filepath.Join(e.dir, "log.hang.pid")
+	waitFile(t, pidFile, 30*time.Second)
+	killed := time.Now()
+	if err := w1.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// The attempt's process outlives the worker that ran it; end it as an
+	// operator would.
+	if b, err := os.ReadFile(pidFile); err == nil {
+		var pid int
+		fmt.Sscan(string(b), &pid)
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	e.worker()
+	if code := p.wait(t, 90*time.Second); code != 0 {
+		t.Fatalf("wf apply exit %d; stderr:\n%s", code, p.stderr.String())
+	}
+	log := durReadLog(t, filepath.Join(e.dir, "log"))
+	if len(log) != 2 || log[0].Key != log[1].Key {
+		t.Fatalf("attempts = %+v, want 2 with one key", log)
+	}
+	hs := e.history("km/k")
+	if len(hs) != 2 || hs[0].Outcome != "interrupted" || hs[0].Error == nil || hs[0].Error.Type != "interrupted" || hs[1].Outcome != "succeeded" {
+		t.Fatalf("history = %+v, want attempt 1 interrupted, attempt 2 succeeded", hs)
+	}
+	if late := log[1].At.Sub(killed); late > 30*time.Second {
+		t.Errorf("the lost attempt was retried %s after the kill", late)
+	}
+}
+
+// TestTemporalKillWorkerMidBackoff kills -9 one of two workers while a
+// retry waits: the timer is Temporal's, so the retry fires on time on the
+// other worker.
+func TestTemporalKillWorkerMidBackoff(t *testing.T) {
+	e := newTEnv(t, `
+workflow "kb" {
+  key = "k"
+  activity "a" {
+    exec {
+      command = ["./rec.sh"]
+      env = { LOG = "log", SUCCEED_ON = "2" }
+    }
+    retry {
+      backoff = "fixed"
+      initial_interval = "4s"
+      maximum_attempts = 3
+    }
+  }
+}
+`)
+	w1 := e.worker()
+	e.worker()
+	p := e.apply()
+	p.waitEvent(t, 60*time.Second, "retry scheduled", evType("retry_scheduled"))
+	if err := w1.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t, 90*time.Second); code != 0 {
+		t.Fatalf("wf apply exit %d; stderr:\n%s", code, p.stderr.String())
+	}
+	hs := e.history("kb/k")
+	if len(hs) != 2 || hs[1].Outcome != "succeeded" || hs[1].IdempotencyKey != hs[0].IdempotencyKey {
+		t.Fatalf("history = %+v", hs)
+	}
+	// On time: the timer fires at 4s; the margin covers a sticky workflow
+	// task left with the dead worker (wf worker sets that timeout to 1s)
+	// and a loaded machine.
+	if gap := hs[1].Start.Sub(hs[0].End); gap < 4*time.Second || gap > 7*time.Second {
+		t.Errorf("retry started %s after the failure, want about 4s", gap)
+	}
+}
+
+// TestTemporalKillApply kills -9 wf apply itself mid-run: the instance
+// goes on in Temporal, and wf apply again reattaches and reports its end.
+func TestTemporalKillApply(t *testing.T) {
+	e := newTEnv(t, `
+workflow "ka" {
+  key = "k"
+  activity "a" {
+    exec {
+      command = ["./rec.sh"]
+      env = { LOG = "log", SUCCEED_ON = "2" }
+    }
+    retry {
+      backoff = "fixed"
+      initial_interval = "2s"
+      maximum_attempts = 3
+    }
+  }
+  activity "b" {
+    exec {
+      command = ["./rec.sh"]
+      env = { LOG = "log" }
+    }
+    depends_on = [activity.a]
+  }
+}
+`)
+	e.worker()
+	p := e.apply()
+	p.waitEvent(t, 60*time.Second, "retry scheduled", evType("retry_scheduled"))
+	p.kill9(t)
+	p2 := e.apply()
+	if code := p2.wait(t, 90*time.Second); code != 0 {
+		t.Fatalf("second wf apply exit %d; stderr:\n%s", code, p2.stderr.String())
+	}
+	if !strings.Contains(p2.stderr.String(), "already running on Temporal") {
+		t.Errorf("second apply did not say it attaches; stderr:\n%s", p2.stderr.String())
+	}
+	done := p2.waitEvent(t, time.Second, "run_completed", evType("run_completed"))
+	if done["status"] != "succeeded" {
+		t.Fatalf("run_completed = %v", done)
+	}
+	p2.waitEvent(t, time.Second, "activity.b succeeded", func(ev map[string]any) bool {
+		return ev["type"] == "activity_succeeded" && ev["activity"] == "activity.b"
+	})
+	if log := durReadLog(t, filepath.Join(e.dir, "log")); len(log) != 3 {
+		t.Fatalf("attempts = %+v, want 3 (nothing ran twice)", log)
+	}
+}
+
+// TestTemporalConnectionError: an unreachable server is one clear line
+// naming the address, exit 1.
+func TestTemporalConnectionError(t *testing.T) {
+	dir := durSetup(t, `workflow "x" {
+  activity "a" {
+    exec { command = ["true"] }
+  }
+}
+`)
+	cmd := exec.Command(durBinary(t), "plan", "-engine", "temporal", "-temporal-address", "127.0.0.1:1", dir)
+	cmd.Env = os.Environ()
+	out, err := cmd.CombinedOutput()
+	ee, ok := err.(*exec.ExitError)
+	if !ok || ee.ExitCode() != 1 {
+		t.Fatalf("exit %v, want 1; output:\n%s", err, out)
+	}
+	if got := strings.TrimSpace(string(out)); got != "Error: cannot reach Temporal at 127.0.0.1:1: connection refused" {
+		t.Fatalf("output = %q", got)
+	}
+}
+
+func waitFile(t *testing.T, path string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(path); err == nil && len(bytes.TrimSpace(b)) > 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("%s did not appear within %s", path, timeout)
+}

@@ -30,6 +30,7 @@ func TestLayering(t *testing.T) {
 		tea    = "charm.land/"
 		tui    = module + "/tui"
 		state  = module + "/statefile"
+		sdk    = "go.temporal.io/"
 	)
 	tests := []struct {
 		pkg       string
@@ -43,9 +44,19 @@ func TestLayering(t *testing.T) {
 		{pkg: "planner", forbidden: []string{badger, tea, tui, module + "/executor"}},
 		{pkg: "statefile/record", forbidden: []string{badger, tea, tui}},
 		{pkg: "executor/event", forbidden: []string{badger, tea, tui, state, module + "/config"}},
-		{pkg: "executor/core", forbidden: []string{badger, tea, tui, state + "$", module + "/executor/activity", "net/http", "os/exec"}},
-		{pkg: "executor", forbidden: []string{tea, tui, module + "/planner"}},
-		{pkg: "tui", forbidden: []string{badger, state, module + "/executor/core", module + "/config"}},
+		{pkg: "executor/core", forbidden: []string{badger, tea, tui, state + "$", module + "/executor/activity", "net/http", "os/exec", sdk}},
+		{pkg: "executor", forbidden: []string{tea, tui, module + "/planner", sdk}},
+		{pkg: "tui", forbidden: []string{badger, state, module + "/executor/core", module + "/config", sdk}},
+		// The Temporal shell: the SDK, but no local state store and no views.
+		{pkg: "executor/temporal", forbidden: []string{badger, tea, tui, state + "$", module + "/planner"}},
+	}
+	// Only the Temporal shell and the commands may use the Temporal SDK.
+	for _, pkg := range []string{"retry", "config", "planner", "statefile", "statefile/record", "executor/event", "executor/activity"} {
+		tests = append(tests, struct {
+			pkg        string
+			forbidden  []string
+			ownAllowed []string
+		}{pkg: pkg, forbidden: []string{sdk}})
 	}
 	for _, tt := range tests {
 		t.Run(tt.pkg, func(t *testing.T) {

@@ -181,4 +181,3 @@ func StopShared() {
 		_ = os.RemoveAll(shared.dir)
 	}
 }
-

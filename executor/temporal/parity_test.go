@@ -178,7 +178,7 @@ func (tr *temporalRun) run(t *testing.T, src Sources, wfName, key string, sc scr
 		env := tr.suite.NewTestWorkflowEnvironment()
 		env.SetStartTime(start)
 		env.SetContinueAsNewSuggested(tr.continueEveryStep)
-		Register(env, nil)
+		RegisterWorkflow(env)
 		env.RegisterActivityWithOptions((&fakeAttempts{sc: sc}).Run, sdkactivity.RegisterOptions{Name: AttemptActivity})
 		env.ExecuteWorkflow(WorkflowType, in)
 		if !env.IsWorkflowCompleted() {

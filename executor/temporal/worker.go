@@ -122,22 +122,18 @@ func NewWorker(c client.Client, attempts *Attempts, opts WorkerOptions) worker.W
 		// so that a dead worker delays a due retry by at most a second.
 		StickyScheduleToStartTimeout: time.Second,
 	})
-	Register(w, attempts)
+	RegisterWorkflow(w)
+	w.RegisterActivityWithOptions(attempts.Run, sdkactivity.RegisterOptions{Name: AttemptActivity})
 	return w
 }
 
-// Registry is the part of a worker (or of a test environment) that
-// registrations need.
-type Registry interface {
+// WorkflowRegistry is the part of a worker, a replayer or a test
+// environment that registering the interpreter needs.
+type WorkflowRegistry interface {
 	RegisterWorkflowWithOptions(w any, options workflow.RegisterOptions)
-	RegisterActivityWithOptions(a any, options sdkactivity.RegisterOptions)
 }
 
-// Register registers the interpreter workflow and, when attempts is not
-// nil, the attempt activity.
-func Register(r Registry, attempts *Attempts) {
+// RegisterWorkflow registers the interpreter workflow.
+func RegisterWorkflow(r WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(Interpret, workflow.RegisterOptions{Name: WorkflowType})
-	if attempts != nil {
-		r.RegisterActivityWithOptions(attempts.Run, sdkactivity.RegisterOptions{Name: AttemptActivity})
-	}
 }

@@ -293,7 +293,7 @@ func (c *Client) Follow(ctx context.Context, workflow, key string, after int64, 
 func (c *Client) queryEvents(ctx context.Context, id string, after int64) (EventsPage, error) {
 	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	v, err := c.SDK.QueryWorkflow(qctx, id, "", QueryEvents, after, 5000)
+	v, err := c.SDK.QueryWorkflow(qctx, id, "", QueryEvents, after, maxPage)
 	if err != nil {
 		return EventsPage{}, err
 	}

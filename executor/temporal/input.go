@@ -63,8 +63,10 @@ const (
 	// DefaultEventLog is how many events a run keeps for wf apply and wf
 	// watch to follow.
 	DefaultEventLog = 10000
-	// DefaultKeptAttempts bounds the attempt log kept in the workflow.
-	DefaultKeptAttempts = 20000
+	// DefaultKeptAttempts bounds the attempt log kept in the workflow: it
+	// travels in queries, results and continue-as-new inputs, which
+	// Temporal caps (2 MB per payload by default).
+	DefaultKeptAttempts = 2000
 	// attemptGrace is added to an activity's own timeout to form the
 	// start-to-close timeout: the worker enforces the activity's timeout
 	// itself (error type "timeout"), so a start-to-close timeout means the

@@ -135,8 +135,8 @@ func (ip *interpreter) modes() map[string]core.Mode {
 
 func (ip *interpreter) register() error {
 	if err := workflow.SetQueryHandler(ip.ctx, QueryEvents, func(after int64, limit int) (EventsPage, error) {
-		if limit <= 0 || limit > 5000 {
-			limit = 5000
+		if limit <= 0 || limit > maxPage {
+			limit = maxPage
 		}
 		return ip.log.page(after, limit, ip.done), nil
 	}); err != nil {

@@ -228,3 +228,7 @@ func clampEnd(end, start, now time.Time) time.Time {
 	}
 	return end
 }
+
+// maxPage bounds the events of one QueryEvents answer, well below
+// Temporal's payload limits.
+const maxPage = 1000

@@ -132,9 +132,23 @@ type Options struct {
 	// InstanceState holds the stored instance records by address, so that
 	// their creation time survives a resume. Optional.
 	InstanceState map[string]*record.Instance
+	// BudgetGate, when set, grants retry tokens instead of the budgets'
+	// own windows (BudgetState is then unused): the Temporal engine's
+	// budgets shared by every instance on the cluster.
+	BudgetGate BudgetGate
 	// Resolve evaluates an activity's kind block; nil means
 	// (*config.Activity).Resolve. Tests replace it.
 	Resolve func(a *config.Activity, upstream map[string]cty.Value) (*config.Resolved, hcl.Diagnostics)
+}
+
+// BudgetGate grants retry tokens of named budgets. Take asks for one token
+// at now; force takes it even when the window is full (an operator firing
+// a retry by hand). It returns whether the token was granted, when not the
+// time the window next frees one (zero: never), and how many retries the
+// window holds after the call. The core calls it during a step and waits
+// for its answer.
+type BudgetGate interface {
+	Take(name string, now time.Time, force bool) (ok bool, nextFree time.Time, used int)
 }
 
 // IdempotencyKey is the key of one execution (generation) of an activity:

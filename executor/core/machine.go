@@ -66,6 +66,8 @@ type budgetState struct {
 	cfg   retry.Budget
 	rec   *record.Budget
 	dirty bool
+	// used is what the gate last said the window holds (with a gate).
+	used int
 }
 
 // Core is the executor's deterministic state machine. It is not safe for
@@ -309,7 +311,7 @@ func (c *Core) FireNow(now time.Time, instance, activity string) Ready {
 		if t.Kind == record.TimerBudget {
 			// The operator overrides the budget, but the retry still uses it.
 			if b := c.budgets[a.budget]; b != nil {
-				c.stamp(b)
+				c.take(b, true)
 			}
 		}
 		t.Kind = record.TimerRetry
@@ -773,10 +775,9 @@ func (c *Core) failure(a *act, f retry.Failure, end time.Time) {
 		c.armRetry(a, att, next, dec.Delay, dec.Source)
 		return
 	}
-	ok, nextFree := b.cfg.Allow(b.rec.Stamps, c.now)
+	ok, nextFree := c.take(b, false)
 	switch {
 	case ok:
-		c.stamp(b)
 		failed.Budget = c.usage(a)
 		c.emit(failed)
 		c.armRetry(a, att, next, dec.Delay, dec.Source)
@@ -809,7 +810,7 @@ func (c *Core) jitterRand(att *record.Attempt) retry.Rand {
 func (c *Core) failBudget(a *act, b *budgetState) {
 	c.fail(a, event.ReasonBudgetExhausted, record.Error{
 		Type:    "budget_exhausted",
-		Message: fmt.Sprintf("retry budget %s exhausted: %d of %d retries used in the last %s", b.rec.Name, b.cfg.Used(b.rec.Stamps, c.now), b.cfg.MaxRetries, b.cfg.Window),
+		Message: fmt.Sprintf("retry budget %s exhausted: %d of %d retries used in the last %s", b.rec.Name, c.used(b), b.cfg.MaxRetries, b.cfg.Window),
 	})
 }
 
@@ -923,7 +924,7 @@ func (c *Core) fire(a *act) {
 	case record.TimerBudget:
 		b := c.budgets[a.budget]
 		if b != nil {
-			ok, nextFree := b.cfg.Allow(b.rec.Stamps, c.now)
+			ok, nextFree := c.take(b, false)
 			if !ok && nextFree.IsZero() {
 				c.failBudget(a, b)
 				return
@@ -935,7 +936,6 @@ func (c *Core) fire(a *act) {
 				c.emitBudgetWait(a)
 				return
 			}
-			c.stamp(b)
 		}
 		if due := t.Set.Add(t.Delay); due.After(c.now) {
 			t.Kind = record.TimerRetry
@@ -958,6 +958,31 @@ func (c *Core) fire(a *act) {
 
 // ---- budgets ------------------------------------------------------------
 
+// take asks for one retry token: from the gate when there is one (the
+// cluster-wide budgets of the Temporal engine), else from the budget's own
+// window. force takes it even from a full window (an operator's retry).
+func (c *Core) take(b *budgetState, force bool) (ok bool, nextFree time.Time) {
+	if g := c.opts.BudgetGate; g != nil {
+		ok, nextFree, b.used = g.Take(b.rec.Name, c.now, force)
+		return ok, nextFree
+	}
+	if !force {
+		if ok, nextFree = b.cfg.Allow(b.rec.Stamps, c.now); !ok {
+			return false, nextFree
+		}
+	}
+	c.stamp(b)
+	return true, time.Time{}
+}
+
+// used is how many retries the budget's window holds.
+func (c *Core) used(b *budgetState) int {
+	if c.opts.BudgetGate != nil {
+		return b.used
+	}
+	return b.cfg.Used(b.rec.Stamps, c.now)
+}
+
 func (c *Core) stamp(b *budgetState) {
 	b.rec.Stamps = append(b.cfg.Prune(b.rec.Stamps, c.now), c.now)
 	b.dirty = true
@@ -970,7 +995,7 @@ func (c *Core) usage(a *act) *event.BudgetUsage {
 	}
 	return &event.BudgetUsage{
 		Name:       b.cfg.Name,
-		Used:       b.cfg.Used(b.rec.Stamps, c.now),
+		Used:       c.used(b),
 		MaxRetries: b.cfg.MaxRetries,
 		WindowMs:   b.cfg.Window.Milliseconds(),
 	}

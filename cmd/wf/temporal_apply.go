@@ -83,6 +83,8 @@ func (cmd *ApplyCommand) applyTemporal(ctx context.Context, dir string) error {
 			Modes:       map[string]core.Mode{},
 			Parallelism: cmd.parallelism,
 			TaskQueue:   cmd.engine.queue(),
+			// A budget holds across every instance on the namespace.
+			SharedBudgets: true,
 		}
 		in.SetSources(src)
 		for _, a := range ip.Activities {

@@ -410,3 +410,58 @@ func waitFile(t *testing.T, path string, timeout time.Duration) {
 	}
 	t.Fatalf("%s did not appear within %s", path, timeout)
 }
+
+// TestTemporalSharedBudget: two instances whose activities draw on one
+// retry budget, run by two workers: the budget's max_retries holds across
+// both (one budget workflow grants every token), not per instance.
+func TestTemporalSharedBudget(t *testing.T) {
+	budget := fmt.Sprintf("shared_%d", time.Now().UnixNano())
+	act := func(wf string) string {
+		return `
+workflow "` + wf + `" {
+  key = "k"
+  activity "a" {
+    exec {
+      command = ["./rec.sh"]
+      env = { LOG = "log", SUCCEED_ON = "99" }
+    }
+    retry {
+      backoff = "fixed"
+      initial_interval = "50ms"
+      maximum_attempts = 5
+      budget = retry_budget.` + budget + `
+    }
+  }
+}
+`
+	}
+	e := newTEnv(t, `
+retry_budget "`+budget+`" {
+  max_retries  = 3
+  window       = "10m"
+  on_exhausted = "fail"
+}
+`+act("sb1")+act("sb2"))
+	e.worker()
+	e.worker()
+	p := e.apply()
+	if code := p.wait(t, 90*time.Second); code != 1 {
+		t.Fatalf("wf apply exit %d, want 1 (both activities end with budget_exhausted); stderr:\n%s", code, p.stderr.String())
+	}
+	retries := 0
+	for _, inst := range []string{"sb1/k", "sb2/k"} {
+		hs := e.history(inst)
+		for _, h := range hs {
+			if h.Attempt > 1 {
+				retries++
+			}
+		}
+		out, _, _ := e.wf("state", "show", "-engine", "temporal", inst)
+		if !strings.Contains(out, "budget exhausted") {
+			t.Errorf("%s did not fail with budget exhausted:\n%s", inst, out)
+		}
+	}
+	if retries != 3 {
+		t.Fatalf("the two instances made %d retries in all; the shared budget allows 3", retries)
+	}
+}

@@ -116,6 +116,10 @@ type Input struct {
 	HistoryLimit int `json:"history_limit,omitempty"`
 	// EventLog bounds the events kept for followers; DefaultEventLog when 0.
 	EventLog int `json:"event_log,omitempty"`
+	// SharedBudgets takes every retry token from the budget's workflow
+	// (BudgetWorkflow), shared by every instance on the namespace, instead
+	// of a window of the instance's own. wf apply sets it.
+	SharedBudgets bool `json:"shared_budgets,omitempty"`
 }
 
 // Carry is the state one run hands the next: the previous apply's records

@@ -106,6 +106,9 @@ func newInterpreter(ctx workflow.Context, in Input, cfg *config.Config, wf *conf
 		Activities:  map[string]map[string]*record.Activity{addr: ip.recs.activities},
 		BudgetState: ip.recs.budgets,
 	}
+	if in.SharedBudgets && len(budgets) > 0 {
+		opts.BudgetGate = &budgetGate{ip: ip, budgets: budgets}
+	}
 	if in.Carry.Instance != nil {
 		opts.InstanceState = map[string]*record.Instance{addr: in.Carry.Instance}
 	}

@@ -74,6 +74,8 @@ const paritySeed = "0123456789abcdef0123456789abcdef"
 type run struct {
 	state  *State
 	events []event.Event
+	// takes counts the budget tokens asked of the shared-budget gate.
+	takes int
 }
 
 // runLocal runs the configuration through the core as the local shell
@@ -155,6 +157,27 @@ func (f *fakeAttempts) Run(_ context.Context, in AttemptInput) (AttemptResult, e
 	return AttemptResult{}, sdktemporal.NewNonRetryableApplicationError(res.Failure.Message, res.Failure.Type, nil, res)
 }
 
+// memBudgets answers budget takes from in-memory windows on the asking
+// instance's clock: the shared-budget path of the interpreter (the gate),
+// with the budget workflow's arithmetic, without a server.
+type memBudgets struct {
+	stamps map[string][]time.Time
+	takes  int
+}
+
+func (m *memBudgets) take(_ context.Context, req TakeRequest) (TakeResult, error) {
+	m.takes++
+	b := req.Budget
+	st := b.Prune(m.stamps[b.Name], req.Now)
+	ok, next := b.Allow(st, req.Now)
+	if ok || req.Force {
+		m.stamps[b.Name] = append(st, req.Now)
+		return TakeResult{OK: true, Used: len(st) + 1}, nil
+	}
+	m.stamps[b.Name] = st
+	return TakeResult{NextFree: next, Used: len(st)}, nil
+}
+
 type temporalRun struct {
 	suite testsuite.WorkflowTestSuite
 	// continueEveryStep makes Temporal suggest continue-as-new all the
@@ -166,7 +189,8 @@ type temporalRun struct {
 // clock, no server), following continue-as-new by hand.
 func (tr *temporalRun) run(t *testing.T, src Sources, wfName, key string, sc script, par int) run {
 	t.Helper()
-	in := Input{Format: InputFormat, Workflow: wfName, Key: key, Parallelism: par, StateID: paritySeed, TaskQueue: "wf"}
+	in := Input{Format: InputFormat, Workflow: wfName, Key: key, Parallelism: par, StateID: paritySeed, TaskQueue: "wf", SharedBudgets: true}
+	gate := &memBudgets{stamps: map[string][]time.Time{}}
 	in.SetSources(src)
 	start := t0
 	var runs int
@@ -180,6 +204,7 @@ func (tr *temporalRun) run(t *testing.T, src Sources, wfName, key string, sc scr
 		env.SetContinueAsNewSuggested(tr.continueEveryStep)
 		RegisterWorkflow(env)
 		env.RegisterActivityWithOptions((&fakeAttempts{sc: sc}).Run, sdkactivity.RegisterOptions{Name: AttemptActivity})
+		env.RegisterActivityWithOptions(gate.take, sdkactivity.RegisterOptions{Name: BudgetTakeActivity})
 		env.ExecuteWorkflow(WorkflowType, in)
 		if !env.IsWorkflowCompleted() {
 			t.Fatal("workflow did not complete")
@@ -202,7 +227,7 @@ func (tr *temporalRun) run(t *testing.T, src Sources, wfName, key string, sc scr
 		if err := env.GetWorkflowResult(&st); err != nil {
 			t.Fatalf("result: %v", err)
 		}
-		return run{state: &st, events: st.Events}
+		return run{state: &st, events: st.Events, takes: gate.takes}
 	}
 }
 
@@ -582,6 +607,9 @@ func TestParity(t *testing.T) {
 			}{{"temporal", temporalRun{}}, {"temporal continue-as-new", temporalRun{continueEveryStep: true}}} {
 				mode.tr.suite.SetLogger(quietLogger())
 				got := mode.tr.run(t, src, "w", "k", tc.sc, par)
+				if strings.HasPrefix(tc.name, "budget") && got.takes == 0 {
+					t.Errorf("%s: no retry token was asked of the shared budget", mode.name)
+				}
 				if mode.tr.continueEveryStep && len(waits(local, "a")) > 0 && got.state.Runs < 2 {
 					t.Errorf("%s: the apply took %d run(s); want it continued as new", mode.name, got.state.Runs)
 				}

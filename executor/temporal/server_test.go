@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 // replayScenarios are recorded on a real server (-record-histories) and
 // replayed by TestReplay: together they cover attempts that fail and
 // succeed, the one retry timer, jitter, a durable sleep, a skipped
-// activity and continue-as-new.
+// activity, a shared budget's wait and continue-as-new.
 var replayScenarios = []struct {
 	name  string
 	hcl   string
@@ -72,6 +72,28 @@ workflow "replay" {
   activity "never" {
     exec { command = ["true"] }
     depends_on = [activity.broken]
+  }
+}
+`,
+	},
+	{
+		name: "budget",
+		hcl: `
+retry_budget "replay_budget" {
+  max_retries  = 1
+  window       = "300ms"
+  on_exhausted = "wait"
+}
+workflow "replay" {
+  key = "budget"
+  activity "limited" {
+    exec { script = "n=$(cat n 2>/dev/null || echo 0); echo $((n+1)) > n; test $n -ge 2" }
+    retry {
+      backoff = "fixed"
+      initial_interval = "10ms"
+      maximum_attempts = 5
+      budget = retry_budget.replay_budget
+    }
   }
 }
 `,
@@ -127,7 +149,7 @@ func serverRun(t *testing.T, srv *temporaltest.Server, hcl string, limit int) (*
 		t.Fatal(diags.Error())
 	}
 	wf := cfg.Workflows[0]
-	in := wftemporal.Input{Workflow: wf.Name, Key: wf.Key, StateID: wftemporal.NewStateID(), HistoryLimit: limit}
+	in := wftemporal.Input{Workflow: wf.Name, Key: wf.Key, StateID: wftemporal.NewStateID(), HistoryLimit: limit, SharedBudgets: true}
 	in.SetSources(src)
 	// A previous recording or test run may have left the instance.
 	if run, _ := cl.Describe(ctx, wf.Name, wf.Key); run != nil && !run.Removed {
@@ -184,7 +206,7 @@ func history(t *testing.T, c client.Client, id, runID string) *historypb.History
 // with every attempt, in order, and one idempotency key.
 func TestServerContinueAsNew(t *testing.T) {
 	srv := temporaltest.Need(t)
-	sc := replayScenarios[1]
+	sc := replayScenarios[2]
 	st, runs, _ := serverRun(t, srv, sc.hcl, sc.limit)
 	if len(runs) < 2 || st.Runs != len(runs) {
 		t.Fatalf("the apply took %d runs (state says %d); want it continued as new", len(runs), st.Runs)
@@ -206,6 +228,20 @@ func TestServerContinueAsNew(t *testing.T) {
 	}
 	if st.Summary == nil || st.Summary.Attempts != 8 || st.Summary.Retries != 7 {
 		t.Errorf("summary = %+v, want 8 attempts and 7 retries across the runs", st.Summary)
+	}
+}
+
+// TestServerSharedBudgetWait: a retry that the shared budget refuses
+// waits for the window to free, then runs.
+func TestServerSharedBudgetWait(t *testing.T) {
+	srv := temporaltest.Need(t)
+	st, _, _ := serverRun(t, srv, replayScenarios[1].hcl, 0)
+	a := st.Activities["limited"]
+	if a.Status != record.StatusSucceeded || a.Attempts != 3 {
+		t.Fatalf("activity.limited = %s after %d attempts, want succeeded after 3", a.Status, a.Attempts)
+	}
+	if w := st.Attempts[1]; !w.HasWait || w.WaitSource != "budget" || w.Wait < 200*time.Millisecond {
+		t.Fatalf("attempt 2's wait = %v %s %s, want a budget wait of about 300ms", w.HasWait, w.Wait, w.WaitSource)
 	}
 }
 

@@ -108,9 +108,40 @@ type WorkerOptions struct {
 	Identity string
 }
 
+// BudgetQueue is the task queue of the budget workflows. Every wf worker
+// polls it besides its own queue, so that a budget keeps answering
+// whichever workers come and go.
+const BudgetQueue = "wf-budgets"
+
+// Worker is a running wf worker: the pollers of its task queue and of
+// BudgetQueue.
+type Worker struct {
+	main, budgets worker.Worker
+}
+
+// Start starts polling.
+func (w *Worker) Start() error {
+	if err := w.main.Start(); err != nil {
+		return err
+	}
+	if err := w.budgets.Start(); err != nil {
+		w.main.Stop()
+		return err
+	}
+	return nil
+}
+
+// Stop stops polling and waits for the running attempts (they are
+// cancelled after the worker's stop timeout).
+func (w *Worker) Stop() {
+	w.budgets.Stop()
+	w.main.Stop()
+}
+
 // NewWorker returns a worker that runs the interpreter workflow and the
-// attempts of the instances on its task queue. Start it with Run or Start.
-func NewWorker(c client.Client, attempts *Attempts, opts WorkerOptions) worker.Worker {
+// attempts of the instances on its task queue, and the budget workflows.
+// Start it with Start.
+func NewWorker(c client.Client, attempts *Attempts, opts WorkerOptions) *Worker {
 	queue := orDefault(opts.TaskQueue, DefaultTaskQueue)
 	w := worker.New(c, queue, worker.Options{
 		MaxConcurrentActivityExecutionSize: orDefault(opts.Parallelism, 10),
@@ -122,9 +153,15 @@ func NewWorker(c client.Client, attempts *Attempts, opts WorkerOptions) worker.W
 		// so that a dead worker delays a due retry by at most a second.
 		StickyScheduleToStartTimeout: time.Second,
 	})
-	RegisterWorkflow(w)
+	w.RegisterWorkflowWithOptions(Interpret, workflow.RegisterOptions{Name: WorkflowType})
 	w.RegisterActivityWithOptions(attempts.Run, sdkactivity.RegisterOptions{Name: AttemptActivity})
-	return w
+	w.RegisterActivityWithOptions(takeBudget(c), sdkactivity.RegisterOptions{Name: BudgetTakeActivity})
+	b := worker.New(c, BudgetQueue, worker.Options{
+		Identity:                     opts.Identity,
+		StickyScheduleToStartTimeout: time.Second,
+	})
+	b.RegisterWorkflowWithOptions(BudgetWorkflow, workflow.RegisterOptions{Name: BudgetWorkflowType})
+	return &Worker{main: w, budgets: b}
 }
 
 // WorkflowRegistry is the part of a worker, a replayer or a test
@@ -133,7 +170,8 @@ type WorkflowRegistry interface {
 	RegisterWorkflowWithOptions(w any, options workflow.RegisterOptions)
 }
 
-// RegisterWorkflow registers the interpreter workflow.
+// RegisterWorkflow registers the interpreter and budget workflows.
 func RegisterWorkflow(r WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(Interpret, workflow.RegisterOptions{Name: WorkflowType})
+	r.RegisterWorkflowWithOptions(BudgetWorkflow, workflow.RegisterOptions{Name: BudgetWorkflowType})
 }

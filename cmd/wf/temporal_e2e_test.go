@@ -465,3 +465,71 @@ retry_budget "`+budget+`" {
 		t.Fatalf("the two instances made %d retries in all; the shared budget allows 3", retries)
 	}
 }
+
+// TestTemporalDetachAndWatch: Ctrl-C detaches wf apply without stopping
+// the instance (exit 130, saying how to follow again); wf watch then
+// follows it to its end.
+func TestTemporalDetachAndWatch(t *testing.T) {
+	e := newTEnv(t, `
+workflow "dw" {
+  key = "k"
+  activity "a" {
+    exec {
+      command = ["./rec.sh"]
+      env = { LOG = "log", SUCCEED_ON = "2" }
+    }
+    retry {
+      backoff = "fixed"
+      initial_interval = "3s"
+      maximum_attempts = 3
+    }
+  }
+}
+`)
+	e.worker()
+	p := e.apply()
+	p.waitEvent(t, 60*time.Second, "retry scheduled", evType("retry_scheduled"))
+	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t, 30*time.Second); code != exitInterrupted {
+		t.Fatalf("wf apply after Ctrl-C exit %d, want 130; stderr:\n%s", code, p.stderr.String())
+	}
+	if !strings.Contains(p.stderr.String(), "Detached from dw/k") || !strings.Contains(p.stderr.String(), "wf apply -engine temporal") {
+		t.Errorf("no detach message; stderr:\n%s", p.stderr.String())
+	}
+	out, errOut, code := e.wf("watch", "-engine", "temporal", e.dir)
+	if code != 0 {
+		t.Fatalf("wf watch exit %d:\n%s%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "activity.a: succeeded after 2 attempts") {
+		t.Fatalf("wf watch did not follow the instance to its end:\n%s", out)
+	}
+	if log := durReadLog(t, filepath.Join(e.dir, "log")); len(log) != 2 {
+		t.Fatalf("attempts = %+v, want 2", log)
+	}
+}
+
+// TestTemporalOwnTimeout: an attempt that exceeds the activity's own
+// timeout fails with error type timeout (the worker enforces it), which is
+// the activity's failure, not the engine's: it is not "interrupted".
+func TestTemporalOwnTimeout(t *testing.T) {
+	e := newTEnv(t, `
+workflow "to" {
+  key = "k"
+  activity "slow" {
+    exec { command = ["sleep", "5"] }
+    timeout = "300ms"
+  }
+}
+`)
+	e.worker()
+	p := e.apply()
+	if code := p.wait(t, 60*time.Second); code != 1 {
+		t.Fatalf("wf apply exit %d, want 1; stderr:\n%s", code, p.stderr.String())
+	}
+	hs := e.history("to/k")
+	if len(hs) != 1 || hs[0].Error == nil || hs[0].Error.Type != "timeout" {
+		t.Fatalf("history = %+v, want one attempt failed with timeout", hs)
+	}
+}

@@ -637,3 +637,16 @@ func compare(t *testing.T, what string, want, got []string) {
 	}
 	t.Errorf("%s differ from the local engine:\nlocal:\n  %s\ntemporal:\n  %s", what, strings.Join(want, "\n  "), strings.Join(got, "\n  "))
 }
+
+func TestWorkerDir(t *testing.T) {
+	for _, tc := range []struct{ spec, want string }{
+		{ConfigRoot, "/checkout"},
+		{ConfigRoot + "/scripts", "/checkout/scripts"},
+		{"/opt/tools", "/opt/tools"},
+		{"/wf-configuration", "/wf-configuration"},
+	} {
+		if got := WorkerDir(tc.spec, "/checkout"); got != tc.want {
+			t.Errorf("WorkerDir(%q) = %q, want %q", tc.spec, got, tc.want)
+		}
+	}
+}

@@ -177,8 +177,7 @@ func (c *CLI) followTemporal(ctx context.Context, cl *wftemporal.Client, insts [
 				Controller: ctl,
 				ReadOnly:   opts.readOnly,
 			}, c.Stdin, c.Stdout)
-			// The dashboard closed (q): stop following.
-			ctl.Detach()
+			// q and Ctrl-C in the dashboard call Detach themselves.
 			viewDone <- err
 		default:
 			viewDone <- newPlainView(c.Stdout, len(insts), c.now).run(viewCtx, sub)

@@ -61,11 +61,15 @@ func (f *engineFlags) queue() string {
 
 // dial connects to the Temporal service the flags name.
 func (c *CLI) dialTemporal(ctx context.Context, f *engineFlags) (*wftemporal.Client, error) {
+	return wftemporal.Dial(ctx, c.temporalOptions(f))
+}
+
+func (c *CLI) temporalOptions(f *engineFlags) wftemporal.ClientOptions {
 	addr := f.address
 	if addr == "" {
 		addr = c.getenv("WF_TEMPORAL_ADDRESS")
 	}
-	return wftemporal.Dial(ctx, wftemporal.ClientOptions{Address: addr, Namespace: f.namespace})
+	return wftemporal.ClientOptions{Address: addr, Namespace: f.namespace}
 }
 
 // temporalConfig loads the configuration of dir twice: as wf reads it
@@ -102,19 +106,27 @@ type temporalStates struct {
 	runs   map[string]*wftemporal.Run
 }
 
-func readTemporalStates(ctx context.Context, cl *wftemporal.Client, cfg *config.Config) (*temporalStates, error) {
+// With running false, the records of running instances are not read
+// (wf apply attaches to those; reading them needs a worker).
+func readTemporalStates(ctx context.Context, cl *wftemporal.Client, cfg *config.Config, running bool) (*temporalStates, error) {
 	ts := &temporalStates{states: map[string]*wftemporal.State{}, runs: map[string]*wftemporal.Run{}}
 	for _, wf := range cfg.Workflows {
-		st, run, err := cl.State(ctx, wf.Name, wf.Key)
+		run, err := cl.Describe(ctx, wf.Name, wf.Key)
 		if err != nil {
 			return nil, err
 		}
-		if st != nil {
-			ts.states[wf.Address()] = st
+		if run == nil || run.Removed {
+			continue
 		}
-		if run != nil {
-			ts.runs[wf.Address()] = run
+		ts.runs[wf.Address()] = run
+		if run.Running() && !running {
+			continue
 		}
+		st, err := cl.RunState(ctx, run)
+		if err != nil {
+			return nil, err
+		}
+		ts.states[wf.Address()] = st
 	}
 	return ts, nil
 }

@@ -34,7 +34,7 @@ func (cmd *ApplyCommand) applyTemporal(ctx context.Context, dir string) error {
 		return err
 	}
 	defer cl.Close()
-	ts, err := readTemporalStates(ctx, cl, cfg)
+	ts, err := readTemporalStates(ctx, cl, cfg, false)
 	if err != nil {
 		return err
 	}

@@ -26,7 +26,7 @@ func (cmd *PlanCommand) planTemporal(ctx context.Context, dir string) error {
 		return err
 	}
 	defer cl.Close()
-	ts, err := readTemporalStates(ctx, cl, cfg)
+	ts, err := readTemporalStates(ctx, cl, cfg, true)
 	if err != nil {
 		return err
 	}

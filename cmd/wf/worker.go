@@ -32,7 +32,9 @@ func (cmd *WorkerCommand) Run(ctx context.Context, args []string) error {
 	if cmd.parallelism < 1 {
 		return usageErr(fs, "-parallelism must be at least 1")
 	}
-	cl, err := c.dialTemporal(ctx, &cmd.engine)
+	opts := c.temporalOptions(&cmd.engine)
+	opts.Logger = wftemporal.WarnLogger(c.Stderr)
+	cl, err := wftemporal.Dial(ctx, opts)
 	if err != nil {
 		return err
 	}
@@ -60,7 +62,7 @@ func (cmd *WorkerCommand) Run(ctx context.Context, args []string) error {
 	case <-signals:
 	case <-ctx.Done():
 	}
-	fmt.Fprintln(c.Stderr, "wf worker: stopping (running attempts are cancelled and retried elsewhere)...")
+	fmt.Fprintln(c.Stderr, "wf worker: stopping: running attempts get 10s to finish, then they are cancelled and retried on another worker...")
 	w.Stop()
 	return nil
 }

@@ -84,6 +84,12 @@ func (c *Client) Address() string { return c.address }
 // Namespace is the client's namespace.
 func (c *Client) Namespace() string { return c.namespace }
 
+// WarnLogger writes the SDK's warnings and errors to w: what a worker's
+// operator needs to see (a workflow task that panics, a lost connection).
+func WarnLogger(w io.Writer) sdklog.Logger {
+	return sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn})))
+}
+
 // QuietLogger discards the SDK's log lines.
 func QuietLogger() sdklog.Logger {
 	return sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))

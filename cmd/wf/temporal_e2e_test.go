@@ -217,6 +217,20 @@ workflow "tw" {
 	if !strings.Contains(out, "~ activity.b") || !strings.Contains(out, "= activity.a") {
 		t.Fatalf("plan -replace activity.b:\n%s", out)
 	}
+	// A changed definition re-runs that activity only.
+	main := filepath.Join(e.dir, "main.wf.hcl")
+	src, err := os.ReadFile(main)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := strings.Replace(string(src), `env = { LOG = "log" }`, `env = { LOG = "log", CHANGED = "1" }`, 1)
+	if err := os.WriteFile(main, []byte(changed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, _ = e.wf("plan", "-engine", "temporal", e.dir)
+	if !strings.Contains(out, "~ activity.b") || !strings.Contains(out, "= activity.a") || !strings.Contains(out, "= activity.c") {
+		t.Fatalf("plan after changing activity.b:\n%s", out)
+	}
 	out, _, _ = e.wf("state", "list", "-engine", "temporal")
 	if !strings.Contains(out, "tw/k-two") || !strings.Contains(out, "3 activities: 3 succeeded") {
 		t.Fatalf("state list:\n%s", out)
@@ -498,7 +512,12 @@ workflow "dw" {
 	if !strings.Contains(p.stderr.String(), "Detached from dw/k") || !strings.Contains(p.stderr.String(), "wf apply -engine temporal") {
 		t.Errorf("no detach message; stderr:\n%s", p.stderr.String())
 	}
-	out, errOut, code := e.wf("watch", "-engine", "temporal", e.dir)
+	// The instance goes on; its pending retry plans as a resume.
+	out, errOut, code := e.wf("plan", "-engine", "temporal", e.dir)
+	if code != 0 || !strings.Contains(out, "> activity.a") {
+		t.Fatalf("plan while the retry is pending (exit %d):\n%s%s", code, out, errOut)
+	}
+	out, errOut, code = e.wf("watch", "-engine", "temporal", e.dir)
 	if code != 0 {
 		t.Fatalf("wf watch exit %d:\n%s%s", code, out, errOut)
 	}

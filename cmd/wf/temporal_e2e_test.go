@@ -552,3 +552,53 @@ workflow "to" {
 		t.Fatalf("history = %+v, want one attempt failed with timeout", hs)
 	}
 }
+
+// TestTemporalTerminatedInstance: an instance terminated by an operator
+// (Temporal's CLI) ends wf apply with an error saying so; the next apply
+// resumes it from its records: the pending retry runs with the same key.
+func TestTemporalTerminatedInstance(t *testing.T) {
+	e := newTEnv(t, `
+workflow "tt" {
+  key = "k"
+  activity "a" {
+    exec {
+      command = ["./rec.sh"]
+      env = { LOG = "log", SUCCEED_ON = "2" }
+    }
+    retry {
+      backoff = "fixed"
+      initial_interval = "2s"
+      maximum_attempts = 3
+    }
+  }
+}
+`)
+	e.worker()
+	p := e.apply()
+	p.waitEvent(t, 60*time.Second, "retry scheduled", evType("retry_scheduled"))
+	bin, err := temporaltest.Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(bin, "workflow", "terminate", "--workflow-id", "wf/tt/k", "--address", e.addr, "--reason", "test").CombinedOutput(); err != nil {
+		t.Fatalf("temporal workflow terminate: %v\n%s", err, out)
+	}
+	if code := p.wait(t, 30*time.Second); code != 1 {
+		t.Fatalf("wf apply exit %d after the termination, want 1; stderr:\n%s", code, p.stderr.String())
+	}
+	if !strings.Contains(p.stderr.String(), "ended on Temporal with status terminated") {
+		t.Errorf("stderr does not say the instance was terminated:\n%s", p.stderr.String())
+	}
+	out, errOut, code := e.wf("plan", "-engine", "temporal", e.dir)
+	if code != 0 || !strings.Contains(out, "> activity.a") {
+		t.Fatalf("plan after the termination (exit %d):\n%s%s", code, out, errOut)
+	}
+	p2 := e.apply()
+	if code := p2.wait(t, 60*time.Second); code != 0 {
+		t.Fatalf("second wf apply exit %d; stderr:\n%s", code, p2.stderr.String())
+	}
+	log := durReadLog(t, filepath.Join(e.dir, "log"))
+	if len(log) != 2 || log[1].Number != 2 || log[0].Key != log[1].Key {
+		t.Fatalf("attempts = %+v, want attempt 2 with attempt 1's key", log)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/wf-engine/wf/executor/event"
@@ -86,8 +87,32 @@ func (c *Client) Namespace() string { return c.namespace }
 
 // WarnLogger writes the SDK's warnings and errors to w: what a worker's
 // operator needs to see (a workflow task that panics, a lost connection).
+// A failed attempt is not one of them: wf reports every attempt itself,
+// so the SDK's "Activity error." lines are left out.
 func WarnLogger(w io.Writer) sdklog.Logger {
-	return sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	h := slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn})
+	return sdklog.NewStructuredLogger(slog.New(dropHandler{h, "Activity error."}))
+}
+
+// dropHandler drops the records with one message.
+type dropHandler struct {
+	slog.Handler
+	msg string
+}
+
+func (d dropHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == d.msg {
+		return nil
+	}
+	return d.Handler.Handle(ctx, r)
+}
+
+func (d dropHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return dropHandler{d.Handler.WithAttrs(as), d.msg}
+}
+
+func (d dropHandler) WithGroup(name string) slog.Handler {
+	return dropHandler{d.Handler.WithGroup(name), d.msg}
 }
 
 // QuietLogger discards the SDK's log lines.
@@ -185,13 +210,50 @@ func (c *Client) runState(ctx context.Context, run *Run) (*State, error) {
 	defer cancel()
 	v, err := c.SDK.QueryWorkflow(qctx, run.WorkflowID, run.RunID, QueryState)
 	if err != nil {
-		return nil, c.queryError(run, err)
+		if run.Running() {
+			return nil, c.queryError(run, err)
+		}
+		// An instance that failed before its interpreter could answer
+		// (a configuration no worker can load) has the records it
+		// started from.
+		return c.startState(ctx, run)
 	}
 	var st State
 	if err := v.Get(&st); err != nil {
 		return nil, fmt.Errorf("decode the state of %s: %w", run.WorkflowID, err)
 	}
 	return &st, nil
+}
+
+// startState is the state a run started from: its input's records.
+func (c *Client) startState(ctx context.Context, run *Run) (*State, error) {
+	iter := c.SDK.GetWorkflowHistory(ctx, run.WorkflowID, run.RunID, false, 0)
+	if !iter.HasNext() {
+		return nil, fmt.Errorf("read the history of %s: it is empty", run.WorkflowID)
+	}
+	ev, err := iter.Next()
+	if err != nil {
+		return nil, fmt.Errorf("read the history of %s: %s", run.WorkflowID, shortError(err))
+	}
+	var in Input
+	if err := converter.GetDefaultDataConverter().FromPayloads(ev.GetWorkflowExecutionStartedEventAttributes().GetInput(), &in); err != nil {
+		return nil, fmt.Errorf("decode the input of %s: %w", run.WorkflowID, err)
+	}
+	c0 := in.Carry
+	return &State{
+		StateID: in.StateID, Instance: c0.Instance, Activities: c0.Activities, Budgets: c0.Budgets,
+		Attempts: c0.Attempts, DroppedAttempts: c0.DroppedAttempts, Done: true, Status: run.StatusName(),
+	}, nil
+}
+
+// RunError is how a run that did not complete ended: its failure or
+// termination, in one line.
+func (c *Client) RunError(ctx context.Context, run *Run) error {
+	err := c.SDK.GetWorkflow(ctx, run.WorkflowID, run.RunID).Get(ctx, nil)
+	if err == nil {
+		return fmt.Errorf("%s ended on Temporal with status %s", run.WorkflowID, run.StatusName())
+	}
+	return fmt.Errorf("%s ended on Temporal with status %s: %s", run.WorkflowID, run.StatusName(), shortError(err))
 }
 
 func (c *Client) queryError(run *Run, err error) error {
@@ -256,6 +318,7 @@ func (c *Client) Follow(ctx context.Context, workflow, key string, after int64, 
 	id := WorkflowID(workflow, key)
 	poll := orDefault(c.Poll, 100*time.Millisecond)
 	warned := false
+	checked := time.Now()
 	for {
 		page, err := c.queryEvents(ctx, id, after)
 		if err == nil {
@@ -269,21 +332,26 @@ func (c *Client) Follow(ctx context.Context, workflow, key string, after int64, 
 			if page.More {
 				continue
 			}
-		} else {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		// A query answers for a run that was terminated too (a worker
+		// replays it), so look at the run itself now and then, and at
+		// once when the query failed.
+		if err != nil || time.Since(checked) >= time.Second {
+			checked = time.Now()
 			run, derr := c.Describe(ctx, workflow, key)
 			switch {
 			case derr != nil:
 				return nil, derr
-			case run == nil:
+			case run == nil || run.Removed:
 				return nil, fmt.Errorf("%s is not on Temporal at %s (removed?)", id, c.address)
 			case run.Status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
 				return c.finalState(ctx, workflow, key, &after, publish)
 			case !run.Running():
-				return nil, fmt.Errorf("%s ended on Temporal with status %s", id, run.StatusName())
-			case !warned && waiting != nil:
+				return nil, c.RunError(ctx, run)
+			case err != nil && !warned && waiting != nil:
 				warned = true
 				waiting(c.queryError(run, err))
 			}

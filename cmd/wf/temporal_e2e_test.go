@@ -602,3 +602,39 @@ workflow "tt" {
 		t.Fatalf("attempts = %+v, want attempt 2 with attempt 1's key", log)
 	}
 }
+
+// TestTemporalExamplePipeline applies examples/pipeline on Temporal with
+// two workers, as docs/temporal.md shows: the typed errors, Retry-After and
+// fan-in work as on the local engine.
+func TestTemporalExamplePipeline(t *testing.T) {
+	srv := temporaltest.Need(t)
+	t.Setenv("WF_TEMPORAL_ADDRESS", srv.Address)
+	dir := t.TempDir()
+	if out, err := exec.Command("cp", "-R", "../../examples/pipeline/.", dir).CombinedOutput(); err != nil {
+		t.Fatalf("copy the example: %v\n%s", err, out)
+	}
+	e := &tenv{t: t, addr: srv.Address, queue: fmt.Sprintf("pipeline-%d", time.Now().UnixNano()), dir: dir}
+	e.worker()
+	e.worker()
+	batch := fmt.Sprintf("e2e-%d", time.Now().UnixNano())
+	p := e.apply("-var", "batch="+batch)
+	if code := p.wait(t, 90*time.Second); code != 0 {
+		t.Fatalf("wf apply exit %d; stderr:\n%s", code, p.stderr.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "out", batch, "report.txt")); err != nil {
+		t.Fatalf("the pipeline wrote no report: %v", err)
+	}
+	var customers []histEntry
+	for _, h := range e.history("etl/batch-" + batch) {
+		if h.Activity == "activity.extract_customers" {
+			customers = append(customers, h)
+		}
+	}
+	if len(customers) != 3 || customers[0].Error == nil || customers[0].Error.Type != "SourceUnavailable" || customers[0].WaitMs == nil || *customers[0].WaitMs != 300 {
+		t.Fatalf("extract_customers = %+v, want 2 SourceUnavailable failures waiting the 300ms asked, then success", customers)
+	}
+	out, _, _ := e.wf("plan", "-engine", "temporal", "-var", "batch="+batch, dir)
+	if !strings.Contains(out, "No changes. Workflow instance etl/batch-"+batch+" is up to date.") {
+		t.Fatalf("plan after the run:\n%s", out)
+	}
+}

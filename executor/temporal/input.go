@@ -12,7 +12,6 @@ package temporal
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -283,6 +282,3 @@ func WorkerDir(specDir, dir string) string {
 
 // errBadInput marks an input the interpreter cannot run.
 var errBadInput = errors.New("wf: bad workflow input")
-
-// sortedNames returns the keys of m in order.
-func sortedNames[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

@@ -388,6 +388,10 @@ func (c *Client) finalState(ctx context.Context, workflow, key string, after *in
 	}
 	first := st.NextSeq - int64(len(st.Events))
 	var rest []event.Event
+	if *after <= 0 && st.Plan != nil {
+		// A follower that saw nothing yet lays out its rows from the plan.
+		rest = append(rest, *st.Plan)
+	}
 	for i, ev := range st.Events {
 		if first+int64(i) > *after {
 			rest = append(rest, ev)

@@ -240,14 +240,20 @@ func TestServerSharedBudgetWait(t *testing.T) {
 	if a.Status != record.StatusSucceeded || a.Attempts != 3 {
 		t.Fatalf("activity.limited = %s after %d attempts, want succeeded after 3", a.Status, a.Attempts)
 	}
-	if w := st.Attempts[1]; !w.HasWait || w.WaitSource != "budget" {
-		t.Fatalf("attempt 2's wait = %v %s %q, want a budget wait", w.HasWait, w.Wait, w.WaitSource)
-	}
-	// The token of attempt 2 was taken 10ms before it started; the next
-	// one frees 300ms after that, on the budget workflow's clock (the
-	// server's, like the instance's; 40ms of slack for the two tasks).
-	if gap := st.Attempts[2].Start.Sub(st.Attempts[1].Start); gap < 250*time.Millisecond {
-		t.Fatalf("attempt 3 started %s after attempt 2; the budget allows one retry per 300ms", gap)
+	// One retry per 300ms window: each retry's token is taken when the
+	// attempt before it fails, 10ms before the retry starts. So retries
+	// start at least a window apart, on the budget workflow's clock (the
+	// server's, like the instance's; 40ms of slack for the two tasks), and
+	// a retry whose turn came sooner waited for the budget.
+	const window, slack = 300 * time.Millisecond, 40 * time.Millisecond
+	for k := 1; k+1 < len(st.Attempts); k++ {
+		prev, next := st.Attempts[k], st.Attempts[k+1]
+		if gap := next.Start.Sub(prev.Start); gap < window-slack {
+			t.Errorf("attempt %d started %s after attempt %d; the budget allows one retry per %s", k+2, gap, k+1, window)
+		}
+		if turn := prev.End.Add(10 * time.Millisecond).Sub(prev.Start); turn < window-slack && prev.WaitSource != "budget" {
+			t.Errorf("attempt %d's turn came %s after attempt %d, within the window, but its wait was %s (%s), not the budget's", k+2, turn, k+1, prev.Wait, prev.WaitSource)
+		}
 	}
 }
 

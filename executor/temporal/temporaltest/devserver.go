@@ -81,7 +81,9 @@ func Start(ctx context.Context, logDir string) (*Server, error) {
 		"--dynamic-config-value", `history.timerProcessorMaxTimeShift="10ms"`,
 	)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own process group, stopped by PID; and killed with the test
+	// binary if that dies first (a timeout), so no server outlives a run.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}

@@ -122,7 +122,9 @@ workflow "tw" {
 	if !strings.Contains(out, "~ activity.b") || !strings.Contains(out, "= activity.a") || !strings.Contains(out, "= activity.c") {
 		t.Fatalf("plan after changing activity.b:\n%s", out)
 	}
-	out, _, _ = e.wf("state", "list", "-engine", "temporal")
+	// WF_ENGINE=temporal is the same as -engine temporal.
+	t.Setenv("WF_ENGINE", "temporal")
+	out, _, _ = e.wf("state", "list")
 	if !strings.Contains(out, "tw/k-two") || !strings.Contains(out, "3 activities: 3 succeeded") {
 		t.Fatalf("state list:\n%s", out)
 	}

@@ -531,3 +531,56 @@ func TestTemporalExamplePipeline(t *testing.T) {
 		t.Fatalf("plan after the run:\n%s", out)
 	}
 }
+
+// TestTemporalTaskQueueRouting: an activity's task_queue sends its
+// attempts to the workers of that queue only; until one polls it, the
+// attempt waits. Each worker runs attempts in its own checkout, which
+// shows where each attempt ran.
+func TestTemporalTaskQueueRouting(t *testing.T) {
+	e := newTEnv(t, "")
+	gpu := e.queue + "-gpu"
+	hcl := `
+workflow "tq" {
+  key = "k"
+  activity "m" {
+    exec {
+      command = ["./rec.sh"]
+      env = { LOG = "log" }
+    }
+  }
+  activity "g" {
+    exec {
+      command = ["./rec.sh"]
+      env = { LOG = "log" }
+    }
+    task_queue = "` + gpu + `"
+  }
+}
+`
+	if err := os.WriteFile(filepath.Join(e.dir, "main.wf.hcl"), []byte(hcl), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gpuDir := t.TempDir()
+	if out, err := exec.Command("cp", "-R", e.dir+"/.", gpuDir).CombinedOutput(); err != nil {
+		t.Fatalf("copy: %v\n%s", err, out)
+	}
+	e.worker()
+	p := e.apply()
+	p.waitEvent(t, 60*time.Second, "activity.m succeeded", func(ev map[string]any) bool {
+		return ev["type"] == "activity_succeeded" && ev["activity"] == "activity.m"
+	})
+	p.waitEvent(t, time.Second, "activity.g started", attemptStarted("g", 1))
+	time.Sleep(500 * time.Millisecond)
+	if log := durReadLog(t, filepath.Join(gpuDir, "log")); len(log) != 0 {
+		t.Fatalf("activity.g ran before a worker polled its queue: %+v", log)
+	}
+	g := &tenv{t: t, addr: e.addr, queue: gpu, dir: gpuDir}
+	g.worker()
+	if code := p.wait(t, 60*time.Second); code != 0 {
+		t.Fatalf("wf apply exit %d; stderr:\n%s", code, p.stderr.String())
+	}
+	main, onGPU := durReadLog(t, filepath.Join(e.dir, "log")), durReadLog(t, filepath.Join(gpuDir, "log"))
+	if len(main) != 1 || main[0].Activity != "m" || len(onGPU) != 1 || onGPU[0].Activity != "g" {
+		t.Fatalf("attempts on the main queue's worker %+v, on the gpu queue's %+v; want m there and g here", main, onGPU)
+	}
+}

@@ -31,6 +31,7 @@ func TestLayering(t *testing.T) {
 		tui    = module + "/tui"
 		state  = module + "/statefile"
 		prom   = "github.com/prometheus/"
+		sdk    = "go.temporal.io/"
 	)
 	tests := []struct {
 		pkg       string
@@ -44,16 +45,26 @@ func TestLayering(t *testing.T) {
 		{pkg: "planner", forbidden: []string{badger, tea, tui, module + "/executor"}},
 		{pkg: "statefile/record", forbidden: []string{badger, tea, tui}},
 		{pkg: "executor/event", forbidden: []string{badger, tea, tui, state, module + "/config", prom}},
-		{pkg: "executor/core", forbidden: []string{badger, tea, tui, state + "$", module + "/executor/activity", module + "/executor/proc", "net/http", "os/exec", prom}},
+		{pkg: "executor/core", forbidden: []string{badger, tea, tui, state + "$", module + "/executor/activity", module + "/executor/proc", "net/http", "os/exec", prom, sdk}},
 		// proc reads /proc and signals processes; it knows nothing of wf.
 		{pkg: "executor/proc", ownAllowed: []string{module + "/executor/proc"}},
 		// Metrics are a view of the event stream: no store, no shell, no core.
-		{pkg: "executor/metrics", forbidden: []string{badger, tea, tui, state, module + "/executor$", module + "/executor/core", module + "/config", module + "/planner"},
+		{pkg: "executor/metrics", forbidden: []string{badger, tea, tui, state, module + "/executor$", module + "/executor/core", module + "/config", module + "/planner", sdk},
 			ownAllowed: []string{module + "/executor/metrics", module + "/executor/event"}},
 		// wf stats is arithmetic over plain records.
-		{pkg: "executor/metrics/stats", ownAllowed: []string{module + "/executor/metrics/stats", module + "/statefile/record"}, forbidden: []string{badger, prom}},
-		{pkg: "executor", forbidden: []string{tea, tui, module + "/planner"}},
-		{pkg: "tui", forbidden: []string{badger, state, module + "/executor/core", module + "/config"}},
+		{pkg: "executor/metrics/stats", ownAllowed: []string{module + "/executor/metrics/stats", module + "/statefile/record"}, forbidden: []string{badger, prom, sdk}},
+		{pkg: "executor", forbidden: []string{tea, tui, module + "/planner", sdk}},
+		{pkg: "tui", forbidden: []string{badger, state, module + "/executor/core", module + "/config", sdk}},
+		// The Temporal shell: the SDK, but no local state store and no views.
+		{pkg: "executor/temporal", forbidden: []string{badger, tea, tui, state + "$", module + "/planner"}},
+	}
+	// Only the Temporal shell and the commands may use the Temporal SDK.
+	for _, pkg := range []string{"retry", "config", "planner", "statefile", "statefile/record", "executor/event", "executor/activity", "executor/proc"} {
+		tests = append(tests, struct {
+			pkg        string
+			forbidden  []string
+			ownAllowed []string
+		}{pkg: pkg, forbidden: []string{sdk}})
 	}
 	for _, tt := range tests {
 		t.Run(tt.pkg, func(t *testing.T) {

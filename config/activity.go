@@ -25,6 +25,7 @@ var activitySchema = &hcl.BodySchema{
 		{Name: "timeout"},
 		{Name: "retry"},
 		{Name: "depends_on"},
+		{Name: "task_queue"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: string(KindExec)},
@@ -207,6 +208,20 @@ func (l *loader) loadActivity(workflow string, b *hcl.Block, names map[string]bo
 				l.addDiags(hcl.Diagnostics{d})
 			}
 			a.Timeout = t
+		}
+	}
+
+	if attr, ok := content.Attributes["task_queue"]; ok {
+		if v, ok := l.evalStatic(attr.Expr, outside); ok && !v.IsNull() {
+			q, d := parseString(v, attr.Expr, "task_queue")
+			switch {
+			case d != nil:
+				l.addDiags(hcl.Diagnostics{d})
+			case strings.TrimSpace(q) == "":
+				l.errorf(attr.Expr.Range().Ptr(), "Empty task_queue", "task_queue must name a Temporal task queue; leave it out to use the worker's default queue.")
+			default:
+				a.TaskQueue = q
+			}
 		}
 	}
 

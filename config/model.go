@@ -87,6 +87,10 @@ type Activity struct {
 	Kind     Kind
 	// Timeout bounds one attempt (start-to-close); 0 means none.
 	Timeout time.Duration
+	// TaskQueue routes the activity's attempts to the Temporal workers of
+	// that queue (SPEC §12); "" is the run's queue. The local engine
+	// ignores it.
+	TaskQueue string
 	// Rules are the ordered retry rules; empty means exactly one attempt.
 	Rules []retry.Rule
 	// RuleRanges are the source ranges of the retry blocks, parallel to Rules.

@@ -10,8 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math/rand/v2"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -81,7 +81,9 @@ type Options struct {
 	// Grace is how long Stop lets running attempts finish before cancelling
 	// them; 10s when zero.
 	Grace time.Duration
-	// Seed seeds the jitter source; a time-derived seed when zero.
+	// Seed seeds the jitter draws; when zero, the state's identity does
+	// (Store.ID, when the store has one), as on the Temporal engine, so the
+	// same state draws the same delays on both engines (core.JitterRand).
 	Seed uint64
 	// Processes is the process table used to record spawns and to end
 	// the processes of attempts a previous run left running; the real
@@ -170,15 +172,17 @@ func Start(ctx context.Context, opts Options) (*Run, error) {
 	if opts.OrphanWait <= 0 {
 		opts.OrphanWait = 30 * time.Second
 	}
-	seed := opts.Seed
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
+	seed := strconv.FormatUint(opts.Seed, 10)
+	if id, ok := opts.Store.(interface{ ID() string }); ok && opts.Seed == 0 {
+		seed = id.ID()
+	} else if opts.Seed == 0 {
+		seed = strconv.FormatInt(time.Now().UnixNano(), 10)
 	}
 	copts := core.Options{
 		Instances:     opts.Instances,
 		Budgets:       map[string]retry.Budget{},
 		Parallelism:   opts.Parallelism,
-		Rand:          rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		Seed:          seed,
 		Activities:    map[string]map[string]*record.Activity{},
 		InstanceState: map[string]*record.Instance{},
 		Running:       map[string]map[string]*record.Attempt{},

@@ -31,6 +31,7 @@ type ApplyCommand struct {
 	json        bool
 	parallelism int
 	replace     stringList
+	engine      engineFlags
 	metrics     metricsFlags
 	// stdout and stderr wrap the CLI's streams: once a write fails (a
 	// closed pipe or terminal) they swallow what follows, so that no view
@@ -74,6 +75,7 @@ func (cmd *ApplyCommand) Run(ctx context.Context, args []string) error {
 	fs.IntVar(&cmd.parallelism, "parallelism", defaultParallelism, "at most `N` exec and http attempts at once")
 	fs.Var(&cmd.replace, "replace", "re-run `activity.NAME` (or WORKFLOW.activity.NAME) even if it succeeded (repeatable)")
 	cmd.metrics.register(fs)
+	cmd.engine.register(fs, true)
 	target, err := parseDir(fs, args)
 	if err != nil {
 		return err
@@ -83,6 +85,12 @@ func (cmd *ApplyCommand) Run(ctx context.Context, args []string) error {
 	}
 	if cmd.json && !cmd.autoApprove {
 		return errors.New("wf apply -json needs -auto-approve: there is no prompt in JSON mode")
+	}
+	if on, err := cmd.engine.temporal(c); err != nil || on {
+		if err != nil {
+			return err
+		}
+		return cmd.applyTemporal(ctx, target)
 	}
 	if err := cmd.metrics.open(c.Stderr); err != nil {
 		return err

@@ -108,6 +108,8 @@ func (c *CLI) Run(ctx context.Context, args []string) int {
 		cmd = &StatsCommand{cli: c}
 	case "watch":
 		cmd = &WatchCommand{cli: c}
+	case "worker":
+		cmd = &WorkerCommand{cli: c}
 	default:
 		fmt.Fprintf(c.Stderr, "wf: unknown command %q\n\n%s", name, usageText)
 		return exitError
@@ -155,6 +157,7 @@ Other commands:
   state      Inspect and edit the state (list, show, rm)
   stats      Show retry rates and error types per activity
   watch      Attach the dashboard to a running wf apply
+  worker     Run a Temporal worker (with -engine temporal on the other commands)
   version    Show the wf version
 
 Flags take one dash or two and may come before or after the positional

@@ -15,9 +15,10 @@ import (
 
 // HistoryCommand prints the attempt log of an instance.
 type HistoryCommand struct {
-	cli   *CLI
-	flags commonFlags
-	json  bool
+	cli    *CLI
+	flags  commonFlags
+	json   bool
+	engine engineFlags
 }
 
 // Run implements `wf history INSTANCE [ACTIVITY] [-json] [DIR]`.
@@ -25,12 +26,13 @@ type HistoryCommand struct {
 // With two positional arguments after INSTANCE the first is the activity and
 // the second the directory. With one, it is the activity when it is written
 // activity.NAME or is not a directory, and the directory otherwise.
-func (cmd *HistoryCommand) Run(_ context.Context, args []string) error {
+func (cmd *HistoryCommand) Run(ctx context.Context, args []string) error {
 	c := cmd.cli
 	fs := c.newFlagSet("history", "wf history [options] INSTANCE [ACTIVITY] [DIR]",
 		"Show the attempt log of INSTANCE (e.g. order/order-1001), or of one of its\nactivities (NAME or activity.NAME): number, start, end, duration,\noutcome, error, and the wait before the next attempt.")
 	cmd.flags.registerState(fs)
 	fs.BoolVar(&cmd.json, "json", false, "print one JSON object per attempt")
+	cmd.engine.register(fs, false)
 	wf, key, rest, err := parseInstance(fs, args, 2)
 	if err != nil {
 		return err
@@ -47,6 +49,12 @@ func (cmd *HistoryCommand) Run(_ context.Context, args []string) error {
 		activity, dir = rest[0], rest[1]
 	}
 	activity = strings.TrimPrefix(activity, "activity.")
+	if on, err := cmd.engine.temporal(c); err != nil || on {
+		if err != nil {
+			return err
+		}
+		return cmd.historyTemporal(ctx, wf, key, activity)
+	}
 
 	store, err := c.openState(&cmd.flags, dir, "wf history", true)
 	if err != nil {

@@ -20,10 +20,11 @@ type PlanCommand struct {
 	out              string
 	detailedExitCode bool
 	replace          stringList
+	engine           engineFlags
 }
 
 // Run implements `wf plan [-out FILE] [-detailed-exitcode] [-replace ADDR]... [DIR]`.
-func (cmd *PlanCommand) Run(_ context.Context, args []string) error {
+func (cmd *PlanCommand) Run(ctx context.Context, args []string) error {
 	c := cmd.cli
 	fs := c.newFlagSet("plan", "wf plan [options] [DIR]",
 		"Compare the configuration in DIR (default \".\") with the state and show\nwhich activities wf apply would run, re-run, resume or leave alone, and\nhow each would be retried.\n\nExit codes: 0 success, 1 error, 2 with -detailed-exitcode when the plan\nhas changes.")
@@ -31,9 +32,16 @@ func (cmd *PlanCommand) Run(_ context.Context, args []string) error {
 	fs.StringVar(&cmd.out, "out", "", "save the plan to `FILE`; wf apply FILE runs exactly that plan")
 	fs.BoolVar(&cmd.detailedExitCode, "detailed-exitcode", false, "exit 2 when the plan has changes (0 when none, 1 on error)")
 	fs.Var(&cmd.replace, "replace", "re-run `activity.NAME` (or WORKFLOW.activity.NAME) even if it succeeded (repeatable)")
+	cmd.engine.register(fs, false)
 	dir, _, err := parseConfigDir(fs, args)
 	if err != nil {
 		return err
+	}
+	if on, err := cmd.engine.temporal(c); err != nil || on {
+		if err != nil {
+			return err
+		}
+		return cmd.planTemporal(ctx, dir)
 	}
 	varFiles, err := absPaths(cmd.flags.varFiles)
 	if err != nil {

@@ -84,19 +84,27 @@ func (c *CLI) openState(flags *commonFlags, dir, command string, readOnly bool) 
 
 // StateListCommand lists the instances in state.
 type StateListCommand struct {
-	cli   *CLI
-	flags commonFlags
+	cli    *CLI
+	flags  commonFlags
+	engine engineFlags
 }
 
 // Run implements `wf state list [DIR]`.
-func (cmd *StateListCommand) Run(_ context.Context, args []string) error {
+func (cmd *StateListCommand) Run(ctx context.Context, args []string) error {
 	c := cmd.cli
 	fs := c.newFlagSet("state list", "wf state list [options] [DIR]",
 		"List every workflow instance in the state, one address per line, with a\nsummary of its activities' statuses.")
 	cmd.flags.registerState(fs)
+	cmd.engine.register(fs, false)
 	dir, err := parseDir(fs, args)
 	if err != nil {
 		return err
+	}
+	if on, err := cmd.engine.temporal(c); err != nil || on {
+		if err != nil {
+			return err
+		}
+		return cmd.listTemporal(ctx)
 	}
 	store, err := c.openState(&cmd.flags, dir, "wf state list", true)
 	if errors.Is(err, errNoState) {
@@ -158,19 +166,27 @@ func statusSummary(acts map[string]*record.Activity) string {
 
 // StateShowCommand shows one instance in detail.
 type StateShowCommand struct {
-	cli   *CLI
-	flags commonFlags
+	cli    *CLI
+	flags  commonFlags
+	engine engineFlags
 }
 
 // Run implements `wf state show INSTANCE [DIR]`.
-func (cmd *StateShowCommand) Run(_ context.Context, args []string) error {
+func (cmd *StateShowCommand) Run(ctx context.Context, args []string) error {
 	c := cmd.cli
 	fs := c.newFlagSet("state show", "wf state show [options] INSTANCE [DIR]",
 		"Show every activity of INSTANCE (e.g. order/order-1001): status,\ngeneration, attempts, idempotency key, pending timer, outputs and last\nerror.")
 	cmd.flags.registerState(fs)
+	cmd.engine.register(fs, false)
 	wf, key, dir, err := parseInstanceDir(fs, args)
 	if err != nil {
 		return err
+	}
+	if on, err := cmd.engine.temporal(c); err != nil || on {
+		if err != nil {
+			return err
+		}
+		return cmd.showTemporal(ctx, wf, key)
 	}
 	store, err := c.openState(&cmd.flags, dir, "wf state show", true)
 	if err != nil {
@@ -288,19 +304,27 @@ func fmtTime(t time.Time) string {
 
 // StateRmCommand removes an instance from state.
 type StateRmCommand struct {
-	cli   *CLI
-	flags commonFlags
+	cli    *CLI
+	flags  commonFlags
+	engine engineFlags
 }
 
 // Run implements `wf state rm INSTANCE [DIR]`.
-func (cmd *StateRmCommand) Run(_ context.Context, args []string) error {
+func (cmd *StateRmCommand) Run(ctx context.Context, args []string) error {
 	c := cmd.cli
 	fs := c.newFlagSet("state rm", "wf state rm [options] INSTANCE [DIR]",
 		"Remove INSTANCE (e.g. order/order-1001) with its activities, attempts and\ntimers from the state; the next wf apply runs it from scratch.")
 	cmd.flags.registerState(fs)
+	cmd.engine.register(fs, false)
 	wf, key, dir, err := parseInstanceDir(fs, args)
 	if err != nil {
 		return err
+	}
+	if on, err := cmd.engine.temporal(c); err != nil || on {
+		if err != nil {
+			return err
+		}
+		return cmd.rmTemporal(ctx, wf, key)
 	}
 	store, err := c.openState(&cmd.flags, dir, "wf state rm", false)
 	if err != nil {

@@ -14,8 +14,9 @@ import (
 // WatchCommand attaches the dashboard to a running wf apply through the
 // event socket in the state directory.
 type WatchCommand struct {
-	cli   *CLI
-	flags commonFlags
+	cli    *CLI
+	flags  commonFlags
+	engine engineFlags
 }
 
 // Run implements `wf watch [DIR]`.
@@ -24,7 +25,18 @@ func (cmd *WatchCommand) Run(ctx context.Context, args []string) error {
 	fs := c.newFlagSet("watch", "wf watch [options] [DIR]",
 		"Show the dashboard of the wf apply running on the state of DIR (default\n\".\"). q and Ctrl-C only close the view; r fires the selected pending retry.")
 	cmd.flags.registerState(fs)
-	dir, abs, err := parseConfigDir(fs, args)
+	cmd.engine.register(fs, false)
+	dir, err := parseDir(fs, args)
+	if err != nil {
+		return err
+	}
+	if on, err := cmd.engine.temporal(c); err != nil || on {
+		if err != nil {
+			return err
+		}
+		return cmd.watchTemporal(ctx, dir)
+	}
+	abs, err := absDir(dir)
 	if err != nil {
 		return err
 	}

@@ -139,8 +139,13 @@ type Options struct {
 	// Parallelism caps the exec and http attempts running at once; sleeps
 	// do not count. Zero or less means no cap.
 	Parallelism int
-	// Rand is the only randomness the core uses (jitter); the shell seeds it.
+	// Rand, when set, is the one random source of every retry decision.
+	// When nil, each decision draws from JitterRand(Seed, ...) of the
+	// attempt that failed, which does not depend on the order of failures.
 	Rand retry.Rand
+	// Seed seeds the per-decision jitter sources when Rand is nil: the
+	// state's identity, so that both engines and every replay draw alike.
+	Seed string
 	// Activities is the loaded state: by instance address "wf/key", then by
 	// activity name.
 	Activities map[string]map[string]*record.Activity
@@ -160,9 +165,23 @@ type Options struct {
 	// Orphans holds, by instance address then activity name, what the
 	// shell did about the processes of attempts found running. Optional.
 	Orphans map[string]map[string]Orphan
+	// BudgetGate, when set, grants retry tokens instead of the budgets'
+	// own windows (BudgetState is then unused): the Temporal engine's
+	// budgets shared by every instance on the cluster.
+	BudgetGate BudgetGate
 	// Resolve evaluates an activity's kind block; nil means
 	// (*config.Activity).Resolve. Tests replace it.
 	Resolve func(a *config.Activity, upstream map[string]cty.Value) (*config.Resolved, hcl.Diagnostics)
+}
+
+// BudgetGate grants retry tokens of named budgets. Take asks for one token
+// at now; force takes it even when the window is full (an operator firing
+// a retry by hand). It returns whether the token was granted, when not the
+// time the window next frees one (zero: never), and how many retries the
+// window holds after the call. The core calls it during a step and waits
+// for its answer.
+type BudgetGate interface {
+	Take(name string, now time.Time, force bool) (ok bool, nextFree time.Time, used int)
 }
 
 // KeyInput is what an idempotency key is derived from (SPEC §4.2).

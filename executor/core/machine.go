@@ -71,6 +71,8 @@ type budgetState struct {
 	rec   *record.Budget
 	dirty bool
 	high  bool // budget_high was emitted and usage has not fallen below 80 % since
+	// used is what the gate last said the window holds (with a gate).
+	used int
 }
 
 // Core is the executor's deterministic state machine. It is not safe for
@@ -314,7 +316,7 @@ func (c *Core) FireNow(now time.Time, instance, activity string) Ready {
 		if t.Kind == record.TimerBudget {
 			// The operator overrides the budget, but the retry still uses it.
 			if b := c.budgets[a.budget]; b != nil {
-				c.stamp(a, b)
+				c.take(a, b, true)
 			}
 		}
 		t.Kind = record.TimerRetry
@@ -838,7 +840,7 @@ func (c *Core) failure(a *act, f retry.Failure, end time.Time) {
 		FirstStart: r.FirstStart,
 		Now:        c.now,
 		PrevDelay:  r.LastDelay,
-		Rand:       c.opts.Rand,
+		Rand:       c.jitterRand(att),
 	})
 	if dec.RuleCounts != nil {
 		r.RuleCounts = append([]int(nil), dec.RuleCounts...)
@@ -873,10 +875,9 @@ func (c *Core) failure(a *act, f retry.Failure, end time.Time) {
 		c.armRetry(a, att, next, dec.Delay, dec.Source)
 		return
 	}
-	ok, nextFree := b.cfg.Allow(b.rec.Stamps, c.now)
+	ok, nextFree := c.take(a, b, false)
 	switch {
 	case ok:
-		c.stamp(a, b)
 		failed.Budget = c.usage(a)
 		c.emit(failed)
 		c.armRetry(a, att, next, dec.Delay, dec.Source)
@@ -959,10 +960,18 @@ func InterruptOptOut(rules []retry.Rule) bool {
 	return false
 }
 
+// jitterRand is the random source of the decision after att.
+func (c *Core) jitterRand(att *record.Attempt) retry.Rand {
+	if c.opts.Rand != nil {
+		return c.opts.Rand
+	}
+	return JitterRand(c.opts.Seed, att.Workflow, att.Instance, att.Activity, att.Generation, att.Number)
+}
+
 func (c *Core) failBudget(a *act, b *budgetState) {
 	c.fail(a, event.ReasonBudgetExhausted, record.Error{
 		Type:    "budget_exhausted",
-		Message: fmt.Sprintf("retry budget %s exhausted: %d of %d retries used in the last %s", b.rec.Name, b.cfg.Used(b.rec.Stamps, c.now), b.cfg.MaxRetries, b.cfg.Window),
+		Message: fmt.Sprintf("retry budget %s exhausted: %d of %d retries used in the last %s", b.rec.Name, c.used(b), b.cfg.MaxRetries, b.cfg.Window),
 	})
 }
 
@@ -1076,7 +1085,7 @@ func (c *Core) fire(a *act) {
 	case record.TimerBudget:
 		b := c.budgets[a.budget]
 		if b != nil {
-			ok, nextFree := b.cfg.Allow(b.rec.Stamps, c.now)
+			ok, nextFree := c.take(a, b, false)
 			if !ok && nextFree.IsZero() {
 				c.failBudget(a, b)
 				return
@@ -1088,7 +1097,6 @@ func (c *Core) fire(a *act) {
 				c.emitBudgetWait(a)
 				return
 			}
-			c.stamp(a, b)
 		}
 		if due := t.Set.Add(t.Delay); due.After(c.now) {
 			t.Kind = record.TimerRetry
@@ -1111,18 +1119,43 @@ func (c *Core) fire(a *act) {
 
 // ---- budgets ------------------------------------------------------------
 
-func (c *Core) stamp(a *act, b *budgetState) {
-	live := b.cfg.Prune(b.rec.Stamps, c.now)
-	// Usage only rises here, so it fell below 80 % since the last grant iff
-	// it is below just before this one: budget_high once per crossing.
+// take asks for one retry token: from the gate when there is one (the
+// cluster-wide budgets of the Temporal engine), else from the budget's own
+// window. force takes it even from a full window (an operator's retry). A
+// grant that lifts usage to 80 % or more emits budget_high, once per
+// crossing.
+func (c *Core) take(a *act, b *budgetState, force bool) (ok bool, nextFree time.Time) {
+	before := c.used(b)
+	if g := c.opts.BudgetGate; g != nil {
+		if ok, nextFree, b.used = g.Take(b.rec.Name, c.now, force); !ok {
+			return false, nextFree
+		}
+	} else {
+		if !force {
+			if ok, nextFree = b.cfg.Allow(b.rec.Stamps, c.now); !ok {
+				return false, nextFree
+			}
+		}
+		b.rec.Stamps = append(b.cfg.Prune(b.rec.Stamps, c.now), c.now)
+		b.dirty = true
+	}
 	high := func(used int) bool { return used*100 >= b.cfg.MaxRetries*80 }
-	b.high = b.high && high(len(live))
-	b.rec.Stamps = append(live, c.now)
-	b.dirty = true
-	if !b.high && high(len(b.rec.Stamps)) {
+	// Usage only rises with a grant, so it fell below 80 % since the last
+	// warning iff it is below just before this one.
+	b.high = b.high && high(before)
+	if !b.high && high(c.used(b)) {
 		b.high = true
 		c.emit(c.ev(a, event.BudgetHigh))
 	}
+	return true, time.Time{}
+}
+
+// used is how many retries the budget's window holds.
+func (c *Core) used(b *budgetState) int {
+	if c.opts.BudgetGate != nil {
+		return b.used
+	}
+	return b.cfg.Used(b.rec.Stamps, c.now)
 }
 
 func (c *Core) usage(a *act) *event.BudgetUsage {
@@ -1132,7 +1165,7 @@ func (c *Core) usage(a *act) *event.BudgetUsage {
 	}
 	return &event.BudgetUsage{
 		Name:       b.cfg.Name,
-		Used:       b.cfg.Used(b.rec.Stamps, c.now),
+		Used:       c.used(b),
 		MaxRetries: b.cfg.MaxRetries,
 		WindowMs:   b.cfg.Window.Milliseconds(),
 		// stamp replaces the slice and never writes into it: safe to share.

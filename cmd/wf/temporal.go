@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+
+	"github.com/wf-engine/wf/config"
+	wftemporal "github.com/wf-engine/wf/executor/temporal"
+	"github.com/wf-engine/wf/planner"
+	"github.com/wf-engine/wf/statefile/record"
+)
+
+// engineFlags select the engine: the local one (state in a Badger
+// directory) or Temporal (SPEC §12).
+type engineFlags struct {
+	engine    string
+	address   string
+	namespace string
+	taskQueue string
+}
+
+// register adds -engine and the Temporal connection flags. withQueue adds
+// -task-queue (commands that start work).
+func (f *engineFlags) register(fs *flag.FlagSet, withQueue bool) {
+	fs.StringVar(&f.engine, "engine", "", "`ENGINE` to run on: local or temporal (default $WF_ENGINE, else local)")
+	f.registerConn(fs)
+	if withQueue {
+		fs.StringVar(&f.taskQueue, "task-queue", "", "Temporal task `QUEUE` of the instances and their attempts (default wf)")
+	}
+}
+
+// registerConn adds the flags that say how to reach Temporal.
+func (f *engineFlags) registerConn(fs *flag.FlagSet) {
+	fs.StringVar(&f.address, "temporal-address", "", "Temporal frontend `HOST:PORT` (default $WF_TEMPORAL_ADDRESS, else 127.0.0.1:7233)")
+	fs.StringVar(&f.namespace, "namespace", "", "Temporal `NAMESPACE` (default default)")
+}
+
+// temporal reports whether the command runs against Temporal; an unknown
+// engine is an error.
+func (f *engineFlags) temporal(c *CLI) (bool, error) {
+	e := f.engine
+	if e == "" {
+		e = c.getenv("WF_ENGINE")
+	}
+	switch e {
+	case "", "local":
+		return false, nil
+	case "temporal":
+		return true, nil
+	}
+	return false, fmt.Errorf("unknown engine %q: want local or temporal", e)
+}
+
+func (f *engineFlags) queue() string {
+	if f.taskQueue != "" {
+		return f.taskQueue
+	}
+	return wftemporal.DefaultTaskQueue
+}
+
+// dial connects to the Temporal service the flags name.
+func (c *CLI) dialTemporal(ctx context.Context, f *engineFlags) (*wftemporal.Client, error) {
+	return wftemporal.Dial(ctx, c.temporalOptions(f))
+}
+
+func (c *CLI) temporalOptions(f *engineFlags) wftemporal.ClientOptions {
+	addr := f.address
+	if addr == "" {
+		addr = c.getenv("WF_TEMPORAL_ADDRESS")
+	}
+	return wftemporal.ClientOptions{Address: addr, Namespace: f.namespace}
+}
+
+// temporalConfig loads the configuration of dir twice: as wf reads it
+// (diagnostics name the user's files) and as the interpreter will, from
+// the sources it sends to Temporal (definition hashes are the
+// interpreter's). It returns the latter, narrowed to -workflow.
+func (c *CLI) temporalConfig(dir string, flags *commonFlags) (*config.Config, wftemporal.Sources, error) {
+	if _, err := c.loadConfig(dir, flags.loadOptions(c.Environ), flags.noColor); err != nil {
+		return nil, wftemporal.Sources{}, err
+	}
+	varFiles, err := absPaths(flags.varFiles)
+	if err != nil {
+		return nil, wftemporal.Sources{}, err
+	}
+	src, err := wftemporal.ReadSources(dir, config.LoadOptions{Vars: flags.vars, VarFiles: varFiles, Env: c.Environ})
+	if err != nil {
+		return nil, wftemporal.Sources{}, err
+	}
+	cfg, diags := src.Load()
+	if diags.HasErrors() {
+		return nil, wftemporal.Sources{}, fmt.Errorf("configuration as sent to Temporal: %s", diags.Error())
+	}
+	cfg, err = selectWorkflow(cfg, flags.workflow)
+	if err != nil {
+		return nil, wftemporal.Sources{}, err
+	}
+	return cfg, src, nil
+}
+
+// temporalStates reads the records of every instance of cfg from
+// Temporal: what the plan is made against.
+type temporalStates struct {
+	states map[string]*wftemporal.State
+	runs   map[string]*wftemporal.Run
+}
+
+// With running false, the records of running instances are not read
+// (wf apply attaches to those; reading them needs a worker).
+func readTemporalStates(ctx context.Context, cl *wftemporal.Client, cfg *config.Config, running bool) (*temporalStates, error) {
+	ts := &temporalStates{states: map[string]*wftemporal.State{}, runs: map[string]*wftemporal.Run{}}
+	for _, wf := range cfg.Workflows {
+		run, err := cl.Describe(ctx, wf.Name, wf.Key)
+		if err != nil {
+			return nil, err
+		}
+		if run == nil || run.Removed {
+			continue
+		}
+		ts.runs[wf.Address()] = run
+		if run.Running() && !running {
+			continue
+		}
+		st, err := cl.RunState(ctx, run)
+		if err != nil {
+			return nil, err
+		}
+		ts.states[wf.Address()] = st
+	}
+	return ts, nil
+}
+
+// Activities implements planner.StateReader.
+func (ts *temporalStates) Activities(workflow, key string) (map[string]*record.Activity, error) {
+	if st := ts.states[workflow+"/"+key]; st != nil && st.Activities != nil {
+		return st.Activities, nil
+	}
+	return map[string]*record.Activity{}, nil
+}
+
+var _ planner.StateReader = (*temporalStates)(nil)

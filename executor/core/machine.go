@@ -1125,18 +1125,21 @@ func (c *Core) fire(a *act) {
 // grant that lifts usage to 80 % or more emits budget_high, once per
 // crossing.
 func (c *Core) take(a *act, b *budgetState, force bool) (ok bool, nextFree time.Time) {
-	before := c.used(b)
+	var before int // retries in the window just before this grant
 	if g := c.opts.BudgetGate; g != nil {
 		if ok, nextFree, b.used = g.Take(b.rec.Name, c.now, force); !ok {
 			return false, nextFree
 		}
+		before = b.used - 1
 	} else {
 		if !force {
 			if ok, nextFree = b.cfg.Allow(b.rec.Stamps, c.now); !ok {
 				return false, nextFree
 			}
 		}
-		b.rec.Stamps = append(b.cfg.Prune(b.rec.Stamps, c.now), c.now)
+		live := b.cfg.Prune(b.rec.Stamps, c.now)
+		before = len(live)
+		b.rec.Stamps = append(live, c.now)
 		b.dirty = true
 	}
 	high := func(used int) bool { return used*100 >= b.cfg.MaxRetries*80 }

@@ -33,4 +33,8 @@ type AttemptResult struct {
 	Failure *activity.Failure `json:"failure,omitempty"`
 	// Worker is the identity of the worker that ran the attempt.
 	Worker string `json:"worker,omitempty"`
+	// Interrupted is set when the engine cut the attempt short (its worker
+	// was lost or shut down, the attempt was cancelled): never counted
+	// against any limit (SPEC §4.1).
+	Interrupted bool `json:"interrupted,omitempty"`
 }

@@ -369,6 +369,7 @@ func (ip *interpreter) launch(a core.Attempt) {
 		}
 		r.End = clampEnd(res.End, scheduled, workflow.Now(gctx))
 		r.Outputs = res.Outputs
+		r.Interrupted = res.Interrupted
 		if res.Failure != nil {
 			f := retry.Failure(*res.Failure)
 			r.Failure = &f
@@ -404,7 +405,7 @@ func attemptFailure(err error) AttemptResult {
 }
 
 func interrupted(msg string) AttemptResult {
-	return AttemptResult{Failure: &activity.Failure{Type: activity.TypeInterrupted, Message: msg}}
+	return AttemptResult{Failure: &activity.Failure{Type: activity.TypeInterrupted, Message: msg}, Interrupted: true}
 }
 
 func timeoutName(e *sdktemporal.TimeoutError) string {

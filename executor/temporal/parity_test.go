@@ -104,6 +104,7 @@ func runLocal(t *testing.T, src Sources, wfName string, sc script, par int) run 
 		Budgets:     budgets,
 		Parallelism: par,
 		Seed:        paritySeed,
+		StateID:     paritySeed,
 		Activities:  map[string]map[string]*record.Activity{},
 	})
 	now := t0
@@ -129,6 +130,9 @@ func runLocal(t *testing.T, src Sources, wfName string, sc script, par int) run 
 					rf := retry.Failure(*f)
 					r.Failure = &rf
 				}
+				// The local engine's view of a lost attempt: cut short by
+				// the engine (SPEC §4.1).
+				r.Interrupted = o.typ == "interrupted"
 				rs = append(rs, r)
 			}
 			ready = c.AttemptsDone(now, rs)

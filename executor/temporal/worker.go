@@ -55,6 +55,10 @@ func (a *Attempts) Run(ctx context.Context, in AttemptInput) (AttemptResult, err
 	})
 	stop()
 	out := AttemptResult{Start: res.Start, End: res.End, Outputs: res.Outputs, Failure: res.Failure, Worker: a.Identity}
+	// A runner that reports interrupted after this attempt's context was
+	// cancelled (the worker shutting down, the server cancelling a lost
+	// attempt) was cut short by the engine, not by the activity.
+	out.Interrupted = res.Failure != nil && res.Failure.Type == activity.TypeInterrupted && ctx.Err() != nil
 	if res.Failure == nil {
 		return out, nil
 	}

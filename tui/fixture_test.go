@@ -51,6 +51,12 @@ func (f *fakeController) Detach() {
 	f.mu.Unlock()
 }
 
+func (f *fakeController) detachCalls() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.detached
+}
+
 func (f *fakeController) Interrupt() {
 	f.mu.Lock()
 	f.interrupts++

@@ -666,6 +666,9 @@ func (c *Core) result(res Result) {
 		return
 	}
 	c.running--
+	// The attempt's events carry the tail of what it printed (the
+	// dashboard's l view, for wf apply and wf watch alike).
+	defer c.attachOutput(len(c.out.Events), res)
 	end := res.End
 	if end.IsZero() {
 		end = c.now
@@ -1022,17 +1025,84 @@ func (c *Core) ev(a *act, t event.Type) event.Event {
 		Activity:    "activity." + a.cfg.Name,
 		Kind:        string(a.cfg.Kind),
 		MaxAttempts: a.maxAttempts(),
+		Rule:        a.ruleRef(),
 		Budget:      c.usage(a),
 	}
 }
 
-// maxAttempts is the limit shown for an activity: its last rule's (the
-// catch-all), 1 without any retry rule, 0 for unlimited.
+// maxAttempts is the limit shown for an activity: the speaking rule's, else
+// its last rule's (the catch-all), 1 without any retry rule, 0 for
+// unlimited.
 func (a *act) maxAttempts() int {
-	if a.rule >= 0 && a.rule < len(a.cfg.Rules) {
-		return a.cfg.Rules[a.rule].Policy.MaximumAttempts
+	if i := a.speakingRule(); i >= 0 {
+		return a.cfg.Rules[i].Policy.MaximumAttempts
 	}
 	return maxAttempts(a.cfg)
+}
+
+// speakingRule is the index of the rule whose limit applies: the one that
+// decided the last failure, the only one, or after a resume the one the
+// last error matches (the first whose on patterns match, as retry.Decide
+// picks); -1 when none has spoken yet.
+func (a *act) speakingRule() int {
+	rules := a.cfg.Rules
+	switch {
+	case a.rule >= 0 && a.rule < len(rules):
+		return a.rule
+	case len(rules) == 1:
+		return 0
+	case a.rec == nil || a.rec.LastError == nil || a.rec.LastError.NonRetryable:
+		return -1
+	}
+	for i, r := range rules {
+		if len(r.On) == 0 || retry.MatchAny(r.On, a.rec.LastError.Type) {
+			return i
+		}
+	}
+	return -1
+}
+
+// ruleRef says which rule speaks and what the rules have counted, so that
+// views never show more attempts than the limit (see event.RuleRef).
+func (a *act) ruleRef() event.RuleRef {
+	if len(a.cfg.Rules) == 0 || a.rec == nil {
+		return event.RuleRef{}
+	}
+	ref := event.RuleRef{Rules: len(a.cfg.Rules)}
+	for _, n := range a.rec.RuleCounts {
+		ref.CountedAll += n
+	}
+	if i := a.speakingRule(); i >= 0 {
+		ref.Index, ref.On = i+1, a.cfg.Rules[i].On
+		if i < len(a.rec.RuleCounts) {
+			ref.Counted = a.rec.RuleCounts[i]
+		}
+	}
+	return ref
+}
+
+// attachOutput gives the attempt_succeeded or attempt_failed event emitted
+// since index from for res the tail of what the attempt printed.
+func (c *Core) attachOutput(from int, res Result) {
+	if len(res.Outputs) == 0 || from >= len(c.out.Events) {
+		return
+	}
+	var o struct{ Stdout, Stderr, Body string }
+	if json.Unmarshal(res.Outputs, &o) != nil {
+		return
+	}
+	out := event.NewOutput(o.Stdout, o.Stderr, o.Body)
+	if out == nil {
+		return
+	}
+	name := "activity." + res.Activity
+	for i := from; i < len(c.out.Events); i++ {
+		ev := &c.out.Events[i]
+		if (ev.Type == event.AttemptSucceeded || ev.Type == event.AttemptFailed) && ev.Attempt == res.Number && ev.Activity == name {
+			ev.Output = out
+			return
+		}
+	}
 }
 
 func maxAttempts(a *config.Activity) int {

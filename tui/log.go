@@ -1,0 +1,152 @@
+package tui
+
+import (
+	"fmt"
+	"time"
+
+	"charm.land/lipgloss/v2"
+
+	"github.com/wf-engine/wf/executor/event"
+)
+
+// renderLog draws the last n event log lines the filter lets through,
+// logBack lines back from the newest. From 120 columns each line starts
+// with the event's time.
+func (m *Model) renderLog(w, n int) []string {
+	if n <= 0 {
+		return nil
+	}
+	picked := make([]*logEntry, 0, n)
+	skip := m.logBack
+	for i := len(m.log) - 1; i >= 0 && len(picked) < n; i-- {
+		e := &m.log[i]
+		if !m.shownEntry(e) {
+			continue
+		}
+		if skip > 0 {
+			skip--
+			continue
+		}
+		picked = append(picked, e)
+	}
+	out := make([]string, 0, len(picked))
+	for i := len(picked) - 1; i >= 0; i-- {
+		out = append(out, m.renderLogLine(picked[i], w))
+	}
+	return out
+}
+
+func (m *Model) renderLogLine(e *logEntry, w int) string {
+	s := m.styles
+	who, text, st := m.logParts(e)
+	var ts string
+	if w >= 120 && !e.ev.Time.IsZero() {
+		ts = e.ev.Time.Format("15:04:05.000") + " "
+	}
+	if who == "" {
+		return s.dim.Render(ts) + st.Render(fit(w-width(ts), text))
+	}
+	// The message is the point: shorten the name before cutting it.
+	short := shortName(who)
+	if len(m.instances) > 1 && e.ev.Instance != "" {
+		short = e.ev.Instance + " " + shortName(e.ev.Activity)
+	}
+	room := w - width(ts)
+	line := fit(room, who+": "+text, short+": "+text)
+	if width(short+": "+text) > room {
+		if nameW := room - width(text) - 2; nameW >= 8 {
+			line = truncMiddle(short, nameW) + ": " + text
+		}
+	}
+	return s.dim.Render(ts) + st.Render(line)
+}
+
+// logParts is an event as the plain line wf apply prints without a
+// terminal (who, what) and the colour it gets.
+func (m *Model) logParts(e *logEntry) (who, text string, st lipgloss.Style) {
+	s := m.styles
+	ev := e.ev
+	who = ev.Activity
+	if len(m.instances) > 1 && ev.Instance != "" {
+		who = ev.Instance + " " + who
+	}
+	st = s.dim
+	switch ev.Type {
+	case event.Plan:
+		if ev.Attempt == 1 {
+			return "", ev.Instance + ": plan: 1 activity", st
+		}
+		return "", fmt.Sprintf("%s: plan: %d activities", ev.Instance, ev.Attempt), st
+	case event.AttemptStarted:
+		text = fmt.Sprintf("attempt %d started", ev.Attempt)
+	case event.AttemptSucceeded:
+		text = fmt.Sprintf("attempt %d succeeded", ev.Attempt)
+		if ev.DurationMs != nil {
+			text += " in " + fmtDur(time.Duration(*ev.DurationMs)*time.Millisecond)
+		}
+		st = s.ok
+	case event.AttemptFailed:
+		text = fmt.Sprintf("attempt %d failed (%s)", ev.Attempt, errType(ev.Error))
+		if e.follow != nil {
+			text += "; " + retryText(e.follow)
+		}
+		st = s.warn
+	case event.RetryScheduled:
+		text = retryText(&ev)
+		st = s.warn
+	case event.TimerRecovered:
+		text = "timer recovered"
+		if ev.FireAt != nil {
+			text += ", due in " + fmtDur(ev.FireAt.Sub(ev.Time))
+		}
+		st = s.warn
+	case event.BudgetWait:
+		text = "waiting for budget"
+		if ev.Budget != nil {
+			text += fmt.Sprintf(" %s (%d/%d used)", ev.Budget.Name, ev.Budget.Used, ev.Budget.MaxRetries)
+		}
+		st = s.warn
+	case event.ActivitySucceeded:
+		text = "succeeded"
+		if ev.DurationMs != nil {
+			text += " in " + fmtDur(time.Duration(*ev.DurationMs)*time.Millisecond)
+		}
+		st = s.ok
+	case event.ActivityFailed:
+		text = "failed: " + errType(ev.Error) + reasonText(ev.Reason)
+		st = s.bad
+	case event.ActivitySkipped:
+		text = "skipped (upstream failed)"
+	case event.RunCompleted:
+		text = "run " + ev.Status
+		if sm := ev.Summary; sm != nil {
+			text += fmt.Sprintf(": %d succeeded, %d failed, %d skipped, %d unchanged; %d attempts, %d retries",
+				sm.Succeeded, sm.Failed, sm.Skipped, sm.Unchanged, sm.Attempts, sm.Retries)
+		}
+		st = s.ok
+		if ev.Status != event.StatusSucceeded {
+			st = s.bad
+		}
+		return "", text, st
+	default:
+		text = string(ev.Type)
+	}
+	return who, text, st
+}
+
+func retryText(ev *event.Event) string {
+	if ev.DelaySource == "manual" {
+		return fmt.Sprintf("retry %d fired now", ev.Attempt)
+	}
+	var d time.Duration
+	if ev.DelayMs != nil {
+		d = time.Duration(*ev.DelayMs) * time.Millisecond
+	} else if ev.FireAt != nil {
+		d = ev.FireAt.Sub(ev.Time)
+	}
+	text := fmt.Sprintf("retry %d in %s", ev.Attempt, fmtDur(d))
+	if ev.DelaySource == "server" {
+		text += " (server asked)"
+	}
+	return text
+}

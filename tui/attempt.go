@@ -57,24 +57,22 @@ func (r *row) attemptLabels() []string {
 		}
 		return withInterrupted(fmt.Sprintf("attempt %d · %d/%s", n, k, lim), i)
 	}
-	label := ruleLabel(r.rule.On)
-	return withInterrupted(fmt.Sprintf("attempt %d · %s rule %d/%s", n, label, k, lim), i,
-		fmt.Sprintf("attempt %d · rule %d %d/%s", n, r.rule.Index, k, lim),
-		fmt.Sprintf("%d · r%d %d/%s", n, r.rule.Index, k, lim))
+	full, short := ruleLabel(r.rule.On, false), ruleLabel(r.rule.On, true)
+	return withInterrupted(fmt.Sprintf("attempt %d · %s rule %d/%s", n, full, k, lim), i,
+		fmt.Sprintf("attempt %d · %s rule %d/%s", n, short, k, lim),
+		fmt.Sprintf("attempt %d · %s %d/%s", n, short, k, lim),
+		fmt.Sprintf("%d · %s %d/%s", n, short, k, lim))
 }
 
-// withInterrupted appends the interrupted count to each form when there
-// is one, spelled out first and then as "+N".
+// withInterrupted appends the interrupted count to the longest form when
+// there is one; the shorter forms leave it to the row's detail ("running
+// 1.2s · after interrupted") and the history.
 func withInterrupted(label string, interrupted int, shorter ...string) []string {
 	forms := append([]string{label}, shorter...)
 	if interrupted == 0 {
 		return forms
 	}
-	out := make([]string, 0, 2*len(forms))
-	for _, f := range forms {
-		out = append(out, fmt.Sprintf("%s · %d interrupted", f, interrupted), fmt.Sprintf("%s +%d", f, interrupted))
-	}
-	return out
+	return append([]string{fmt.Sprintf("%s · %d interrupted", label, interrupted)}, forms...)
 }
 
 // attemptText is the attempt column's longest form.
@@ -110,13 +108,25 @@ func (r *row) interrupted() int {
 	return max(0, ended-r.rule.CountedAll)
 }
 
-// ruleLabel names a rule by its on patterns, as the configuration does.
-func ruleLabel(on []string) string {
+// ruleLabel names a rule by its on patterns, as the configuration does;
+// short drops the "http:" of status patterns and calls the catch-all
+// "other".
+func ruleLabel(on []string, short bool) string {
 	if len(on) == 0 {
+		if short {
+			return "other"
+		}
 		return "catch-all"
 	}
-	s := strings.Join(on, ",")
-	if ansi.StringWidth(s) > 16 {
+	parts := on
+	if short {
+		parts = make([]string, len(on))
+		for i, p := range on {
+			parts[i] = strings.TrimPrefix(p, "http:")
+		}
+	}
+	s := strings.Join(parts, ",")
+	if width(s) > 16 {
 		s = ansi.Truncate(s, 16, "…")
 	}
 	return s

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/charmbracelet/x/ansi"
 
@@ -154,7 +155,7 @@ func (m *Model) renderLogs(w int) []string {
 			}
 			body = append(body, s.title.Render(label))
 			if st.text != "" {
-				body = append(body, wrap(sanitize(st.text), w)...)
+				body = append(body, wrap(sanitize(strings.TrimSuffix(st.text, "\n")), w)...)
 			}
 		}
 	}
@@ -169,10 +170,13 @@ func (m *Model) renderLogs(w int) []string {
 }
 
 // reasonLong says why an activity failed for good.
-func reasonLong(reason string) string {
+func reasonLong(reason string, e *event.Error) string {
 	switch reason {
 	case event.ReasonNonRetryable:
-		return "not retryable: flagged by the activity, a non_retryable_errors pattern, outside retryable_errors, or no retry rule matches it"
+		if e != nil && e.NonRetryable {
+			return "the activity flagged the error as not retryable"
+		}
+		return "a non_retryable_errors pattern matches the error, it is outside retryable_errors, or no retry rule matches it"
 	case event.ReasonMaxAttempts:
 		return "the retry rule's maximum_attempts is used up"
 	case event.ReasonExpired:
@@ -226,7 +230,7 @@ func (m *Model) renderError(w int) []string {
 		}
 		body = append(body, field("non-retryable", flag)...)
 		if r.st == stFailed && r.reason != "" {
-			body = append(body, field("reason", r.reason+": "+reasonLong(r.reason))...)
+			body = append(body, field("reason", r.reason+": "+reasonLong(r.reason, e))...)
 		}
 		if last >= 0 {
 			body = append(body, field("attempt", fmt.Sprint(r.history[last].n))...)
@@ -238,7 +242,7 @@ func (m *Model) renderError(w int) []string {
 			body = append(body, wrap(sanitize(e.Message), w)...)
 		}
 	case r.st == stSkipped:
-		body = wrap("skipped: "+reasonLong(r.reason)+"; it has no error of its own.", w)
+		body = wrap("skipped: "+reasonLong(r.reason, nil)+"; it has no error of its own.", w)
 	default:
 		body = wrap(r.activity+" has no error.", w)
 	}
@@ -256,7 +260,7 @@ func (m *Model) renderError(w int) []string {
 		}
 	}
 	if len(earlier) > 0 {
-		body = append(body, "", s.title.Render("earlier attempts, newest first"))
+		body = append(body, "", s.title.Render("errors of earlier attempts, newest first"))
 		body = append(body, earlier...)
 	}
 	return m.pager(w, head, "error", body)

@@ -78,11 +78,11 @@ func (m *Model) helpLines() [][2]string {
 	}
 	lines := [][2]string{
 		{"↑ ↓  k j", "select an activity; scroll the event log (after tab) or a view"},
-		{"pgup pgdn", "a page up or down (also ctrl+b, ctrl+f, space)"},
+		{"pgup pgdown", "a page up or down (also ctrl+b, ctrl+f, space)"},
 		{"home end  g G", "first, last"},
 		{"tab", "switch between the activities and the event log"},
 		{"/", "filter by name, kind, state or error type; !word excludes"},
-		{"esc", "clear the filter, or go back"},
+		{"esc backspace", "clear the filter, or go back"},
 		{"enter", "attempt history of the selected activity"},
 		{"l", "captured stdout/stderr of the selected attempt"},
 		{"e", "the whole error of the selected activity"},

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"charm.land/lipgloss/v2"
@@ -38,32 +39,41 @@ func (m *Model) renderLog(w, n int) []string {
 
 func (m *Model) renderLogLine(e *logEntry, w int) string {
 	s := m.styles
-	who, text, st := m.logParts(e)
+	who, texts, st := m.logParts(e)
 	var ts string
 	if w >= 120 && !e.ev.Time.IsZero() {
 		ts = e.ev.Time.Format("15:04:05.000") + " "
 	}
+	room := w - width(ts)
 	if who == "" {
-		return s.dim.Render(ts) + st.Render(fit(w-width(ts), text))
+		return s.dim.Render(ts) + st.Render(fit(room, texts...))
 	}
-	// The message is the point: shorten the name before cutting it.
+	// The message is the point: shorten the name, then the wording,
+	// before cutting anything.
 	short := shortName(who)
 	if len(m.instances) > 1 && e.ev.Instance != "" {
 		short = e.ev.Instance + " " + shortName(e.ev.Activity)
 	}
-	room := w - width(ts)
-	line := fit(room, who+": "+text, short+": "+text)
-	if width(short+": "+text) > room {
+	line := ""
+	for _, text := range texts {
+		if l := fit(room, who+": "+text, short+": "+text); width(l) <= room && !strings.HasSuffix(l, "…") {
+			line = l
+			break
+		}
 		if nameW := room - width(text) - 2; nameW >= 8 {
 			line = truncMiddle(short, nameW) + ": " + text
+			break
 		}
+	}
+	if line == "" {
+		line = fit(room, short+": "+texts[len(texts)-1])
 	}
 	return s.dim.Render(ts) + st.Render(line)
 }
 
 // logParts is an event as the plain line wf apply prints without a
 // terminal (who, what) and the colour it gets.
-func (m *Model) logParts(e *logEntry) (who, text string, st lipgloss.Style) {
+func (m *Model) logParts(e *logEntry) (who string, texts []string, st lipgloss.Style) {
 	s := m.styles
 	ev := e.ev
 	who = ev.Activity
@@ -71,12 +81,14 @@ func (m *Model) logParts(e *logEntry) (who, text string, st lipgloss.Style) {
 		who = ev.Instance + " " + who
 	}
 	st = s.dim
+	var text string
+	var more []string // shorter wordings that keep the point
 	switch ev.Type {
 	case event.Plan:
 		if ev.Attempt == 1 {
-			return "", ev.Instance + ": plan: 1 activity", st
+			return "", []string{ev.Instance + ": plan: 1 activity"}, st
 		}
-		return "", fmt.Sprintf("%s: plan: %d activities", ev.Instance, ev.Attempt), st
+		return "", []string{fmt.Sprintf("%s: plan: %d activities", ev.Instance, ev.Attempt)}, st
 	case event.AttemptStarted:
 		text = fmt.Sprintf("attempt %d started", ev.Attempt)
 	case event.AttemptSucceeded:
@@ -88,7 +100,10 @@ func (m *Model) logParts(e *logEntry) (who, text string, st lipgloss.Style) {
 	case event.AttemptFailed:
 		text = fmt.Sprintf("attempt %d failed (%s)", ev.Attempt, errType(ev.Error))
 		if e.follow != nil {
-			text += "; " + retryText(e.follow)
+			retry := retryText(e.follow)
+			text += "; " + retry
+			more = []string{fmt.Sprintf("#%d failed (%s); %s", ev.Attempt, errType(ev.Error), retry),
+				fmt.Sprintf("#%d %s; %s", ev.Attempt, errType(ev.Error), retry)}
 		}
 		st = s.warn
 	case event.RetryScheduled:
@@ -127,11 +142,11 @@ func (m *Model) logParts(e *logEntry) (who, text string, st lipgloss.Style) {
 		if ev.Status != event.StatusSucceeded {
 			st = s.bad
 		}
-		return "", text, st
+		return "", []string{text}, st
 	default:
 		text = string(ev.Type)
 	}
-	return who, text, st
+	return who, append([]string{text}, more...), st
 }
 
 func retryText(ev *event.Event) string {

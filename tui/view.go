@@ -293,7 +293,8 @@ func (m *Model) renderBudget(b event.BudgetUsage, w int) string {
 	if b.MaxRetries > 0 {
 		frac = float64(b.Used) / float64(b.MaxRetries)
 	}
-	text := fmt.Sprintf("%d/%d retries per %s", b.Used, b.MaxRetries, fmtDur(time.Duration(b.WindowMs)*time.Millisecond))
+	window := fmtDur(time.Duration(b.WindowMs) * time.Millisecond)
+	used := fmt.Sprintf("%d/%d", b.Used, b.MaxRetries)
 	// The gauge turns amber at 80 % and red when the budget is spent.
 	st := s.ok
 	if frac >= 1 {
@@ -301,9 +302,15 @@ func (m *Model) renderBudget(b event.BudgetUsage, w int) string {
 	} else if frac >= 0.8 {
 		st = s.warn
 	}
-	head := "budget " + b.Name + " "
-	barW := max(10, min(50, w/4, w-width(head)-width(text)-1))
-	return head + m.bar(frac, barW, st) + " " + st.Render(text)
+	// The figures are the point: shorten their wording, then the name.
+	for _, text := range []string{used + " retries per " + window, used + " per " + window, used} {
+		head := "budget " + b.Name + " "
+		if free := w - width(head) - width(text) - 1; free >= 10 {
+			return head + m.bar(frac, min(50, free, max(10, w/4)), st) + " " + st.Render(text)
+		}
+	}
+	head := "budget " + truncMiddle(b.Name, max(4, w-7-10-width(used)-2)) + " "
+	return head + m.bar(frac, 10, st) + " " + st.Render(used)
 }
 
 // columns are the widths of a row's fields for a window width.
@@ -324,7 +331,10 @@ func (m *Model) columns(w, first, last int) columns {
 		nameCap = w / 4
 	}
 	c.name = min(m.longest, nameCap)
-	attCap := max(13, w*3/10)
+	attCap := 20
+	if w >= 100 {
+		attCap = w * 3 / 10
+	}
 	for i := first; i < last; i++ {
 		r := m.visRow(i)
 		c.attempt = max(c.attempt, min(attCap, width(r.attemptText())))
@@ -437,7 +447,7 @@ func (m *Model) describe(r *row, w int) (string, string) {
 		return s.ok.Render("✓"), s.ok.Render(fit(w, "succeeded after "+n+" in "+d, "succeeded · "+n+" · "+d, "ok "+d))
 	case stFailed:
 		head := "failed: " + errType(r.err) + reasonText(r.reason)
-		forms := []string{head, "failed: " + errType(r.err), "failed"}
+		forms := []string{head, errType(r.err) + reasonText(r.reason), "failed: " + errType(r.err), "failed"}
 		if msg := errMessage(r.err); msg != "" {
 			full := head + ": " + msg
 			// A long message keeps its start; e shows it whole.

@@ -8,9 +8,9 @@ import (
 )
 
 type keyMap struct {
-	Up, Down, PageUp, PageDown, Home, End, Tab key.Binding
-	Enter, Logs, Error, Filter, Back, Prev, Next  key.Binding
-	Fire, Quit, Interrupt, Help                   key.Binding
+	Up, Down, PageUp, PageDown, Home, End, Tab   key.Binding
+	Enter, Logs, Error, Filter, Back, Prev, Next key.Binding
+	Fire, Quit, Interrupt, Help                  key.Binding
 }
 
 func newKeyMap() keyMap {

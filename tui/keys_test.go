@@ -468,9 +468,11 @@ func TestRunRequestsOnlyNeededModes(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return")
 	}
+	if on, off := strings.LastIndex(out.String(), "\x1b[?2004h"), strings.LastIndex(out.String(), "\x1b[?2004l"); on > off {
+		t.Errorf("bracketed paste left on")
+	}
 	for name, seq := range map[string]string{
-		"kitty keyboard push": "\x1b[>1u", "kitty keyboard query": "\x1b[?u",
-		"modifyOtherKeys": "\x1b[>4;", "bracketed paste": "\x1b[?2004h",
+		"kitty keyboard push": "\x1b[>1u", "kitty keyboard query": "\x1b[?u", "modifyOtherKeys": "\x1b[>4;",
 	} {
 		if strings.Contains(out.String(), seq) {
 			t.Errorf("the dashboard asked for %s (%q)", name, seq)

@@ -129,6 +129,8 @@ func (m *Model) renderLogs(w int) []string {
 	switch {
 	case !a.ended:
 		body = wrap(fmt.Sprintf("attempt %d is still running: what it prints shows here when it ends.", a.n), w)
+	case a.dropped:
+		body = wrap(fmt.Sprintf("the dashboard keeps the output of the last %d attempts only; attempt %d's is gone from here.", outputKeep, a.n), w)
 	case a.output == nil:
 		body = wrap(fmt.Sprintf("attempt %d printed nothing, or nothing was captured (a sleep, or an attempt the engine's stop interrupted).", a.n), w)
 	default:

@@ -38,6 +38,7 @@ type attemptRec struct {
 	hasWait   bool
 	waitSrc   string
 	output    *event.Output
+	dropped   bool // output forgotten (see outputKeep)
 }
 
 // row is one activity.
@@ -68,10 +69,30 @@ type row struct {
 }
 
 // logEntry is one event log line; a retry_scheduled right after the
-// attempt_failed it answers is merged into the same line.
+// attempt_failed it answers is merged into the same line (retry). ev
+// points into the batch it came in: batches are never modified once
+// published, and not copying them keeps the log's cost per event flat.
 type logEntry struct {
-	ev     event.Event
-	follow *event.Event
+	ev    *event.Event
+	retry retryNote
+}
+
+// retryNote is what the log line says of a merged retry_scheduled; kept
+// by value, so merging allocates nothing.
+type retryNote struct {
+	attempt int // 0: none merged
+	source  string
+	delay   time.Duration
+}
+
+func noteRetry(ev *event.Event) retryNote {
+	n := retryNote{attempt: ev.Attempt, source: ev.DelaySource}
+	if ev.DelayMs != nil {
+		n.delay = time.Duration(*ev.DelayMs) * time.Millisecond
+	} else if ev.FireAt != nil {
+		n.delay = ev.FireAt.Sub(ev.Time)
+	}
+	return n
 }
 
 // Apply folds a batch of events into the model. It is the whole cost of
@@ -84,10 +105,11 @@ func (m *Model) Apply(evs []event.Event) {
 	m.filter.dirty = true
 }
 
-func rowKey(instance, activity string) string { return instance + "\x00" + activity }
+// rowKey identifies a row; a struct key costs no allocation per event.
+type rowKey struct{ instance, activity string }
 
 func (m *Model) rowFor(ev *event.Event) *row {
-	k := rowKey(ev.Instance, ev.Activity)
+	k := rowKey{ev.Instance, ev.Activity}
 	if i, ok := m.index[k]; ok {
 		return m.rows[i]
 	}
@@ -99,7 +121,7 @@ func (m *Model) rowFor(ev *event.Event) *row {
 }
 
 func (m *Model) addRow(r *row) {
-	m.index[rowKey(r.instance, r.activity)] = len(m.rows)
+	m.index[rowKey{r.instance, r.activity}] = len(m.rows)
 	m.rows = append(m.rows, r)
 	m.noteInstance(r.instance)
 	m.longest = max(m.longest, ansi.StringWidth(shortName(r.activity)))
@@ -182,6 +204,7 @@ func (m *Model) apply(ev *event.Event) {
 			a.end, a.ended, a.succeeded = endTime(a, ev), true, true
 			a.output = ev.Output
 		}
+		r.dropOldOutput()
 	case event.AttemptFailed:
 		r.err = ev.Error
 		r.attempt = max(r.attempt, ev.Attempt)
@@ -190,6 +213,7 @@ func (m *Model) apply(ev *event.Event) {
 		} else {
 			r.history = append(r.history, attemptRec{n: ev.Attempt, end: ev.Time, ended: true, err: ev.Error, output: ev.Output})
 		}
+		r.dropOldOutput()
 		interrupted := ev.Error != nil && ev.Error.Type == errInterrupted
 		if ev.Rule.Rules > 0 && hadRule {
 			r.lastUncounted = ev.Rule.CountedAll == prevCounted && !interrupted
@@ -246,6 +270,20 @@ func (m *Model) apply(ev *event.Event) {
 	}
 }
 
+// outputKeep is how many of a row's latest attempts keep their captured
+// output (up to 2 x event.OutputTail each), so that a long retry storm
+// cannot grow the dashboard without bound.
+const outputKeep = 10
+
+// dropOldOutput forgets the output of the attempt that just fell out of
+// the latest outputKeep.
+func (r *row) dropOldOutput() {
+	if i := len(r.history) - 1 - outputKeep; i >= 0 && r.history[i].output != nil {
+		r.history[i].output = nil
+		r.history[i].dropped = true
+	}
+}
+
 // errInterrupted is the error type of an attempt the engine stopped.
 const errInterrupted = "interrupted"
 
@@ -294,7 +332,7 @@ func endTime(a *attemptRec, ev *event.Event) time.Time {
 func (m *Model) applyPlan(ev *event.Event) {
 	m.noteInstance(ev.Instance)
 	for _, a := range ev.Activities {
-		k := rowKey(ev.Instance, a.Activity)
+		k := rowKey{ev.Instance, a.Activity}
 		var r *row
 		if i, ok := m.index[k]; ok {
 			r = m.rows[i]
@@ -323,26 +361,19 @@ func (m *Model) noteBudget(b event.BudgetUsage) {
 func (m *Model) addLog(ev *event.Event) {
 	if ev.Type == event.RetryScheduled && len(m.log) > 0 {
 		last := &m.log[len(m.log)-1]
-		if last.follow == nil && last.ev.Type == event.AttemptFailed &&
+		if last.retry.attempt == 0 && last.ev.Type == event.AttemptFailed &&
 			last.ev.Instance == ev.Instance && last.ev.Activity == ev.Activity {
-			cp := *ev
-			last.follow = &cp
+			last.retry = noteRetry(ev)
 			return
 		}
-	}
-	// Plan events are large; the log only needs their header fields.
-	cp := *ev
-	cp.Output = nil // the attempt history keeps it
-	if cp.Type == event.Plan {
-		cp.Activities = nil
-		cp.Attempt = len(ev.Activities)
 	}
 	if len(m.log) == logCap {
 		// Drop the older half at once so appends stay amortised O(1).
 		n := copy(m.log, m.log[logCap/2:])
+		clear(m.log[n:])
 		m.log = m.log[:n]
 	}
-	m.log = append(m.log, logEntry{ev: cp})
+	m.log = append(m.log, logEntry{ev: ev})
 }
 
 func shortName(activity string) string { return strings.TrimPrefix(activity, "activity.") }

@@ -139,7 +139,7 @@ func (m *Model) shown(instance, activity string) bool {
 	if m.filter.text == "" || activity == "" {
 		return true
 	}
-	i, ok := m.index[rowKey(instance, activity)]
+	i, ok := m.index[rowKey{instance, activity}]
 	return ok && i < len(m.filter.mask) && m.filter.mask[i]
 }
 

@@ -495,3 +495,37 @@ func TestFramesFitEverySize(t *testing.T) {
 		}
 	}
 }
+
+// TestOutputKeptForLatestAttempts: a long retry storm keeps the output of
+// the latest attempts only, and the logs view says so for older ones.
+func TestOutputKeptForLatestAttempts(t *testing.T) {
+	s := plan(act("a", "exec", 0))
+	for i := 1; i <= outputKeep+5; i++ {
+		s.started(time.Duration(i)*time.Second, "a", i)
+		s.add(time.Duration(i)*time.Second, event.Event{Type: event.AttemptFailed, Activity: "activity.a", Attempt: i,
+			Error: &event.Error{Type: "exit:1"}, Output: event.NewOutput(fmt.Sprintf("out %d\n", i), "", "")})
+	}
+	m, _ := newTestModel(time.Minute, nil)
+	m.Update(tea.WindowSizeMsg{Width: 100, Height: 30})
+	m.Update(EventsMsg{Events: s.evs})
+	kept := 0
+	for _, a := range m.rows[0].history {
+		if a.output != nil {
+			kept++
+		}
+	}
+	if kept != outputKeep {
+		t.Fatalf("%d attempts keep output, want %d", kept, outputKeep)
+	}
+	send(m, "l")
+	if !strings.Contains(m.Render(), fmt.Sprintf("out %d", outputKeep+5)) {
+		t.Fatalf("latest output missing:\n%s", m.Render())
+	}
+	send(m, "home")
+	for range outputKeep + 5 {
+		send(m, "left")
+	}
+	if out := m.Render(); !strings.Contains(out, "keeps the output of the last") {
+		t.Fatalf("oldest attempt's view does not say its output is gone:\n%s", out)
+	}
+}

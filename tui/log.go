@@ -85,10 +85,10 @@ func (m *Model) logParts(e *logEntry) (who string, texts []string, st lipgloss.S
 	var more []string // shorter wordings that keep the point
 	switch ev.Type {
 	case event.Plan:
-		if ev.Attempt == 1 {
+		if len(ev.Activities) == 1 {
 			return "", []string{ev.Instance + ": plan: 1 activity"}, st
 		}
-		return "", []string{fmt.Sprintf("%s: plan: %d activities", ev.Instance, ev.Attempt)}, st
+		return "", []string{fmt.Sprintf("%s: plan: %d activities", ev.Instance, len(ev.Activities))}, st
 	case event.AttemptStarted:
 		text = fmt.Sprintf("attempt %d started", ev.Attempt)
 	case event.AttemptSucceeded:
@@ -99,15 +99,15 @@ func (m *Model) logParts(e *logEntry) (who string, texts []string, st lipgloss.S
 		st = s.ok
 	case event.AttemptFailed:
 		text = fmt.Sprintf("attempt %d failed (%s)", ev.Attempt, errType(ev.Error))
-		if e.follow != nil {
-			retry := retryText(e.follow)
+		if e.retry.attempt != 0 {
+			retry := e.retry.text()
 			text += "; " + retry
 			more = []string{fmt.Sprintf("#%d failed (%s); %s", ev.Attempt, errType(ev.Error), retry),
 				fmt.Sprintf("#%d %s; %s", ev.Attempt, errType(ev.Error), retry)}
 		}
 		st = s.warn
 	case event.RetryScheduled:
-		text = retryText(&ev)
+		text = noteRetry(ev).text()
 		st = s.warn
 	case event.TimerRecovered:
 		text = "timer recovered"
@@ -149,18 +149,12 @@ func (m *Model) logParts(e *logEntry) (who string, texts []string, st lipgloss.S
 	return who, append([]string{text}, more...), st
 }
 
-func retryText(ev *event.Event) string {
-	if ev.DelaySource == "manual" {
-		return fmt.Sprintf("retry %d fired now", ev.Attempt)
+func (n retryNote) text() string {
+	if n.source == "manual" {
+		return fmt.Sprintf("retry %d fired now", n.attempt)
 	}
-	var d time.Duration
-	if ev.DelayMs != nil {
-		d = time.Duration(*ev.DelayMs) * time.Millisecond
-	} else if ev.FireAt != nil {
-		d = ev.FireAt.Sub(ev.Time)
-	}
-	text := fmt.Sprintf("retry %d in %s", ev.Attempt, fmtDur(d))
-	if ev.DelaySource == "server" {
+	text := fmt.Sprintf("retry %d in %s", n.attempt, fmtDur(n.delay))
+	if n.source == "server" {
 		text += " (server asked)"
 	}
 	return text

@@ -113,7 +113,7 @@ type Model struct {
 	mouse, queryModes bool
 
 	rows      []*row
-	index     map[string]int // instance+"\x00"+activity -> rows index
+	index     map[rowKey]int // -> rows index
 	instances []string
 	budgets   []event.BudgetUsage
 	budgetIdx map[string]int
@@ -172,7 +172,7 @@ func NewModel(opts Options) *Model {
 		styles:    newStyles(opts.Color),
 		width:     80,
 		height:    24,
-		index:     map[string]int{},
+		index:     map[rowKey]int{},
 		budgetIdx: map[string]int{},
 		longest:   4,
 	}

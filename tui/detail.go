@@ -50,13 +50,13 @@ func (m *Model) renderHistory(w int) []string {
 	}
 	head := m.rowHead(r, w, "")
 	room := m.pagerHeight() - 1
-	m.attempt = max(0, min(m.attempt, len(r.history)-1))
-	// Follow the selected attempt.
-	if m.attempt < m.scroll {
-		m.scroll = m.attempt
+	sel := m.attemptIdx(r)
+	// Keep the selected attempt in view.
+	if sel < m.scroll {
+		m.scroll = max(0, sel)
 	}
-	if m.attempt >= m.scroll+room {
-		m.scroll = m.attempt - room + 1
+	if sel >= m.scroll+room {
+		m.scroll = sel - room + 1
 	}
 	m.scroll = max(0, min(m.scroll, len(r.history)-room))
 	const fixed = 2 + 4 + 13 + 9 + 12 + 18
@@ -94,7 +94,7 @@ func (m *Model) renderHistory(w int) []string {
 			}
 		}
 		cursor := "  "
-		if i == m.attempt {
+		if i == sel {
 			cursor = s.sel.Render("> ")
 		}
 		body = append(body, cursor+fmt.Sprintf("%-4d%-13s%-9s", a.n, start, dur)+st.Render(pad(outcome, 11))+" "+
@@ -121,9 +121,9 @@ func (m *Model) renderLogs(w int) []string {
 	if len(r.history) == 0 {
 		return m.pager(w, m.rowHead(r, w, "output"), "output", []string{s.dim.Render("no attempts yet")})
 	}
-	m.attempt = max(0, min(m.attempt, len(r.history)-1))
-	a := r.history[m.attempt]
-	what := fmt.Sprintf("attempt %d (%d of %d)", a.n, m.attempt+1, len(r.history))
+	idx := m.attemptIdx(r)
+	a := r.history[idx]
+	what := fmt.Sprintf("attempt %d (%d of %d)", a.n, idx+1, len(r.history))
 	head := m.rowHead(r, w, what+" output")
 	var body []string
 	switch {

@@ -114,13 +114,13 @@ func (m *Model) mainKey(msg tea.KeyPressMsg) tea.Cmd {
 			m.focus = paneRows
 		}
 	case key.Matches(msg, k.Enter):
-		if r := m.selectedRow(); r != nil {
-			m.attempt = len(r.history) - 1
+		if m.selectedRow() != nil {
+			m.attempt = -1
 			m.open(screenHistory)
 		}
 	case key.Matches(msg, k.Logs):
-		if r := m.selectedRow(); r != nil {
-			m.attempt = len(r.history) - 1
+		if m.selectedRow() != nil {
+			m.attempt = -1
 			m.open(screenLogs)
 		}
 	case key.Matches(msg, k.Error):
@@ -163,7 +163,9 @@ func (m *Model) historyKey(msg tea.KeyPressMsg) tea.Cmd {
 	case key.Matches(msg, k.Error):
 		m.open(screenError)
 	default:
-		m.scrollBy(msg, &m.attempt, m.pagerHeight()-2, len(r.history)-1)
+		i := m.attemptIdx(r)
+		m.scrollBy(msg, &i, m.pagerHeight()-2, len(r.history)-1)
+		m.pickAttempt(r, i)
 	}
 	return nil
 }
@@ -175,20 +177,16 @@ func (m *Model) pagerKey(msg tea.KeyPressMsg) tea.Cmd {
 	case r == nil || key.Matches(msg, k.Back, k.Quit):
 		m.goBack()
 	case key.Matches(msg, k.Logs) && m.screen != screenLogs:
-		m.attempt = len(r.history) - 1
+		m.attempt = -1
 		m.open(screenLogs)
 	case key.Matches(msg, k.Error) && m.screen != screenError:
 		m.open(screenError)
 	case m.screen == screenLogs && key.Matches(msg, k.Prev):
-		if m.attempt > 0 {
-			m.attempt--
-			m.scroll = 0
-		}
+		m.pickAttempt(r, m.attemptIdx(r)-1)
+		m.scroll = 0
 	case m.screen == screenLogs && key.Matches(msg, k.Next):
-		if m.attempt < len(r.history)-1 {
-			m.attempt++
-			m.scroll = 0
-		}
+		m.pickAttempt(r, m.attemptIdx(r)+1)
+		m.scroll = 0
 	default:
 		m.scrollBy(msg, &m.scroll, m.pagerHeight(), 1<<20)
 	}
@@ -218,6 +216,26 @@ func (m *Model) scrollBy(msg tea.KeyPressMsg, pos *int, page, last int) bool {
 	}
 	*pos = max(0, min(*pos, last))
 	return true
+}
+
+// attemptIdx is the attempt the history and logs views show: the one
+// picked, or the latest while m.attempt is -1, so that a view opened on a
+// retrying activity follows its new attempts until the user picks one.
+func (m *Model) attemptIdx(r *row) int {
+	if m.attempt < 0 || m.attempt >= len(r.history) {
+		return len(r.history) - 1
+	}
+	return m.attempt
+}
+
+// pickAttempt selects attempt i; picking the latest follows new ones.
+func (m *Model) pickAttempt(r *row, i int) {
+	i = max(0, min(i, len(r.history)-1))
+	if i == len(r.history)-1 {
+		m.attempt = -1
+	} else {
+		m.attempt = i
+	}
 }
 
 // open shows a screen, remembering where esc goes back to.
@@ -316,7 +334,7 @@ func (m *Model) handleWheel(ms tea.Mouse) {
 		m.scroll = max(0, m.scroll+step)
 	case m.screen == screenHistory:
 		if r := m.selectedRow(); r != nil {
-			m.attempt = max(0, min(len(r.history)-1, m.attempt+step/3))
+			m.pickAttempt(r, m.attemptIdx(r)+step/3)
 		}
 	case m.screen != screenMain:
 		m.scroll = max(0, m.scroll+step)

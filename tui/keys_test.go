@@ -314,7 +314,7 @@ func TestMouse(t *testing.T) {
 func TestViewsNavigate(t *testing.T) {
 	m, _, _ := richModel(t, 100, 30)
 	send(m, "down", "enter")
-	if m.screen != screenHistory || m.attempt != 3 {
+	if m.screen != screenHistory || m.attemptIdx(m.selectedRow()) != 3 {
 		t.Fatalf("enter: screen %v attempt %d", m.screen, m.attempt)
 	}
 	send(m, "up", "l")
@@ -493,6 +493,31 @@ func TestFramesFitEverySize(t *testing.T) {
 			send(m, ks...)
 			checkFrame(t, m, size[0], size[1], "")
 		}
+	}
+}
+
+// TestLogsFollowNewAttempts: logs opened on a retrying activity show each
+// new attempt as it ends, until the user picks an older one.
+func TestLogsFollowNewAttempts(t *testing.T) {
+	m, _ := newTestModel(time.Minute, nil)
+	m.Update(tea.WindowSizeMsg{Width: 100, Height: 30})
+	s := plan(act("a", "exec", 5)).started(0, "a", 1)
+	s.add(time.Second, event.Event{Type: event.AttemptFailed, Activity: "activity.a", Attempt: 1,
+		Error: &event.Error{Type: "exit:1"}, Output: event.NewOutput("first\n", "", "")})
+	m.Update(EventsMsg{Events: s.evs})
+	send(m, "l")
+	next := (&scenario{}).started(2*time.Second, "a", 2)
+	next.add(3*time.Second, event.Event{Type: event.AttemptFailed, Activity: "activity.a", Attempt: 2,
+		Error: &event.Error{Type: "exit:1"}, Output: event.NewOutput("second\n", "", "")})
+	m.Update(EventsMsg{Events: next.evs})
+	if out := m.Render(); !strings.Contains(out, "second") {
+		t.Fatalf("logs did not follow attempt 2:\n%s", out)
+	}
+	send(m, "left")
+	third := (&scenario{}).started(4*time.Second, "a", 3)
+	m.Update(EventsMsg{Events: third.evs})
+	if out := m.Render(); !strings.Contains(out, "first") {
+		t.Fatalf("a picked attempt did not stay:\n%s", out)
 	}
 }
 

@@ -134,15 +134,30 @@ func (m *Model) logParts(e *logEntry) (who string, texts []string, st lipgloss.S
 		text = "skipped (upstream failed)"
 	case event.RunCompleted:
 		text = "run " + ev.Status
+		forms := []string{text}
 		if sm := ev.Summary; sm != nil {
-			text += fmt.Sprintf(": %d succeeded, %d failed, %d skipped, %d unchanged; %d attempts, %d retries",
-				sm.Succeeded, sm.Failed, sm.Skipped, sm.Unchanged, sm.Attempts, sm.Retries)
+			tries := fmt.Sprintf("; %d attempts, %d retries", sm.Attempts, sm.Retries)
+			var some []string
+			for _, c := range []struct {
+				n    int
+				what string
+			}{{sm.Succeeded, "succeeded"}, {sm.Failed, "failed"}, {sm.Skipped, "skipped"}, {sm.Unchanged, "unchanged"}} {
+				if c.n > 0 {
+					some = append(some, fmt.Sprintf("%d %s", c.n, c.what))
+				}
+			}
+			forms = []string{
+				text + fmt.Sprintf(": %d succeeded, %d failed, %d skipped, %d unchanged", sm.Succeeded, sm.Failed, sm.Skipped, sm.Unchanged) + tries,
+				text + ": " + strings.Join(some, ", ") + tries,
+				text + tries,
+				text,
+			}
 		}
 		st = s.ok
 		if ev.Status != event.StatusSucceeded {
 			st = s.bad
 		}
-		return "", []string{text}, st
+		return "", forms, st
 	default:
 		text = string(ev.Type)
 	}

@@ -331,13 +331,14 @@ func (m *Model) columns(w, first, last int) columns {
 		nameCap = w / 4
 	}
 	c.name = min(m.longest, nameCap)
-	attCap := 20
+	// Narrow: what the detail column can spare beyond 32 cells.
+	attCap := max(13, min(24, w-c.name-43))
 	if w >= 100 {
 		attCap = w * 3 / 10
 	}
 	for i := first; i < last; i++ {
 		r := m.visRow(i)
-		c.attempt = max(c.attempt, min(attCap, width(r.attemptText())))
+		c.attempt = max(c.attempt, width(fit(attCap, r.attemptLabels()...)))
 		if w >= trailMin {
 			c.trail = max(c.trail, min(trailCap, len(r.history)))
 		}

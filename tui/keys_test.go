@@ -554,3 +554,21 @@ func TestOutputKeptForLatestAttempts(t *testing.T) {
 		t.Fatalf("oldest attempt's view does not say its output is gone:\n%s", out)
 	}
 }
+
+// TestFinalFrameIsTheDashboard: whatever view is open when the run ends,
+// the frame left in the terminal is the dashboard, saying the run stopped.
+func TestFinalFrameIsTheDashboard(t *testing.T) {
+	m, _, _ := richModel(t, 80, 24)
+	send(m, "q", "down", "l", "?")
+	m.Update(EventsMsg{Events: (&scenario{}).add(11*time.Second, event.Event{Type: event.RunCompleted, Status: event.StatusInterrupted,
+		Summary: &event.Summary{Activities: 10}}).evs})
+	out := m.Render()
+	for _, want := range []string{"── activities", "stopped: state saved; run wf apply again to resume", "interrupted · elapsed"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("final frame lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "╭─ keys") {
+		t.Fatalf("final frame shows the help:\n%s", out)
+	}
+}

@@ -239,8 +239,17 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	return m, nil
 }
 
+// quit ends the program. The last frame stays in the terminal, so it is
+// the dashboard, whatever view was open.
 func (m *Model) quit() tea.Cmd {
 	m.quitting = true
+	m.screen, m.back, m.helpOpen = screenMain, nil, false
+	m.filter.editing = false
+	m.setFilter("")
+	m.focus, m.logBack = paneRows, 0
+	if m.final.Completed && m.status != "" {
+		m.status = "stopped"
+	}
 	return tea.Quit
 }
 

@@ -274,6 +274,8 @@ func (m *Model) statusLine(w int) string {
 		status = stoppingText
 	case "cancelling":
 		status = cancellingText
+	case "stopped":
+		status = []string{"stopped: state saved; run wf apply again to resume", "stopped (wf apply resumes)"}
 	}
 	switch {
 	case len(status) > 0 && m.notice != "":

@@ -173,10 +173,10 @@ func (m *Model) apply(ev *event.Event) {
 		r.kind = ev.Kind
 	}
 	prevCounted, hadRule := r.rule.CountedAll, r.rule.Rules > 0
-	if ev.Rule.Rules > 0 {
-		r.rule = ev.Rule
+	if ev.Rule != nil {
+		r.rule = *ev.Rule
 	}
-	if ev.MaxAttempts != 0 || ev.Rule.Rules > 0 {
+	if ev.MaxAttempts != 0 || ev.Rule != nil {
 		// With rule facts 0 means unlimited; without, it means unset.
 		r.maxAttempts = ev.MaxAttempts
 	}
@@ -215,7 +215,7 @@ func (m *Model) apply(ev *event.Event) {
 		}
 		r.dropOldOutput()
 		interrupted := ev.Error != nil && ev.Error.Type == errInterrupted
-		if ev.Rule.Rules > 0 && hadRule {
+		if ev.Rule != nil && hadRule {
 			r.lastUncounted = ev.Rule.CountedAll == prevCounted && !interrupted
 		} else {
 			r.lastUncounted = ev.Error != nil && ev.Error.NonRetryable

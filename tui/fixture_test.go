@@ -203,8 +203,8 @@ func richRun() []event.Event {
 		}
 	}
 	s := &scenario{evs: evs}
-	two := func(index, counted, all int, on ...string) event.RuleRef {
-		return event.RuleRef{Index: index, Rules: 2, On: on, Counted: counted, CountedAll: all}
+	two := func(index, counted, all int, on ...string) *event.RuleRef {
+		return &event.RuleRef{Index: index, Rules: 2, On: on, Counted: counted, CountedAll: all}
 	}
 	evs[0].Activities = append(evs[0].Activities, act("poll_rates", "http", 5), act("migrate_db", "exec", 3))
 	s.add(time.Second, event.Event{Type: event.AttemptStarted, Activity: "activity.poll_rates", Attempt: 1, MaxAttempts: 5, Rule: two(0, 0, 0)})
@@ -218,7 +218,7 @@ func richRun() []event.Event {
 	s.add(4*time.Second, event.Event{Type: event.RetryScheduled, Activity: "activity.poll_rates", Attempt: 3, MaxAttempts: 10,
 		Rule: two(1, 1, 2, "http:429"), DelayMs: event.Ms(5 * time.Second), DelaySource: "server"})
 	s.add(9*time.Second, event.Event{Type: event.AttemptStarted, Activity: "activity.poll_rates", Attempt: 3, MaxAttempts: 10, Rule: two(1, 1, 2, "http:429")})
-	one := event.RuleRef{Index: 1, Rules: 1}
+	one := &event.RuleRef{Index: 1, Rules: 1}
 	s.add(0, event.Event{Type: event.AttemptStarted, Activity: "activity.migrate_db", Attempt: 1, MaxAttempts: 3, Rule: one})
 	s.add(5*time.Second, event.Event{Type: event.AttemptFailed, Activity: "activity.migrate_db", Attempt: 1, MaxAttempts: 3, Rule: one,
 		Error: &event.Error{Type: "interrupted", Message: "the engine stopped while the attempt was running"}})

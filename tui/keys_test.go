@@ -51,10 +51,10 @@ var attemptRe = regexp.MustCompile(`(\d+)/(\d+)`)
 // attempt and its retries: the column counts what the rule counts, never
 // shows k > N and says how many attempts were interrupted.
 func TestAttemptNeverAboveLimit(t *testing.T) {
-	one := func(counted int) event.RuleRef {
-		return event.RuleRef{Index: 1, Rules: 1, Counted: counted, CountedAll: counted}
+	one := func(counted int) *event.RuleRef {
+		return &event.RuleRef{Index: 1, Rules: 1, Counted: counted, CountedAll: counted}
 	}
-	ev := func(typ event.Type, n int, rule event.RuleRef, errType string) event.Event {
+	ev := func(typ event.Type, n int, rule *event.RuleRef, errType string) event.Event {
 		e := event.Event{Type: typ, Activity: "activity.a", Attempt: n, MaxAttempts: 3, Rule: rule}
 		if errType != "" {
 			e.Error = &event.Error{Type: errType}

@@ -23,7 +23,7 @@ func TestEventsSayWhichRuleSpeaks(t *testing.T) {
 	h := newHarness(t, w, nil, t0)
 	r := h.start()
 	started := eventsOf(r, event.AttemptStarted)
-	if len(started) != 1 || started[0].Rule.Index != 0 || started[0].Rule.Rules != 2 || started[0].MaxAttempts != 5 {
+	if len(started) != 1 || started[0].Rule == nil || started[0].Rule.Index != 0 || started[0].Rule.Rules != 2 || started[0].MaxAttempts != 5 {
 		t.Fatalf("first attempt_started: rule %+v max %d, want no rule spoken yet", started[0].Rule, started[0].MaxAttempts)
 	}
 
@@ -45,6 +45,9 @@ func TestEventsSayWhichRuleSpeaks(t *testing.T) {
 				continue
 			}
 			got := ev.Rule
+			if got == nil {
+				t.Fatalf("failure %d, %s: no rule", i+1, ev.Type)
+			}
 			if got.Index != st.index || got.Counted != st.cnt || got.CountedAll != st.all || got.Rules != 2 ||
 				strings.Join(got.On, ",") != st.on || ev.MaxAttempts != st.max {
 				t.Fatalf("failure %d (%s), %s: rule %+v max %d; want rule %d counted %d of all %d, max %d",
@@ -65,7 +68,7 @@ func TestEventsSayWhichRuleSpeaks(t *testing.T) {
 		t.Fatalf("resume events %v, want a timer_recovered", types(r))
 	}
 	for _, ev := range r.Events {
-		if ev.Activity != "" && (ev.Rule.Index != 1 || ev.Rule.Counted != 2 || ev.MaxAttempts != 10) {
+		if ev.Activity != "" && (ev.Rule == nil || ev.Rule.Index != 1 || ev.Rule.Counted != 2 || ev.MaxAttempts != 10) {
 			t.Fatalf("after resume, %s: rule %+v max %d, want the 429 rule with 2 counted", ev.Type, ev.Rule, ev.MaxAttempts)
 		}
 	}

@@ -1064,11 +1064,11 @@ func (a *act) speakingRule() int {
 
 // ruleRef says which rule speaks and what the rules have counted, so that
 // views never show more attempts than the limit (see event.RuleRef).
-func (a *act) ruleRef() event.RuleRef {
+func (a *act) ruleRef() *event.RuleRef {
 	if len(a.cfg.Rules) == 0 || a.rec == nil {
-		return event.RuleRef{}
+		return nil
 	}
-	ref := event.RuleRef{Rules: len(a.cfg.Rules)}
+	ref := &event.RuleRef{Rules: len(a.cfg.Rules)}
 	for _, n := range a.rec.RuleCounts {
 		ref.CountedAll += n
 	}

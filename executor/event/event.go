@@ -120,7 +120,7 @@ type Event struct {
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
 	// Rule says which retry rule MaxAttempts belongs to and what the rules
 	// have counted, on the events of activities with retry rules.
-	Rule RuleRef `json:"rule,omitzero"`
+	Rule *RuleRef `json:"rule,omitempty"`
 	// Output is the end of what the attempt printed, on attempt_succeeded
 	// and attempt_failed of exec and http attempts.
 	Output *Output `json:"output,omitempty"`

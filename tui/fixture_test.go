@@ -51,6 +51,12 @@ func (f *fakeController) Detach() {
 	f.mu.Unlock()
 }
 
+func (f *fakeController) detachCalls() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.detached
+}
+
 func (f *fakeController) Interrupt() {
 	f.mu.Lock()
 	f.interrupts++
@@ -173,4 +179,51 @@ func manyActivities(n int) []event.Event {
 		acts[i] = act(fmt.Sprintf("step_%04d", i), "http", 0)
 	}
 	return plan(acts...).evs
+}
+
+// richRun is allStates with what the newer views show: captured output on
+// validate_order_payload's attempts, a long multi-line error on refund, an
+// activity with two retry rules (the 429 rule speaks) and one whose first
+// attempt was interrupted. Rows: 0-7 as allStates, 8 poll_rates,
+// 9 migrate_db.
+func richRun() []event.Event {
+	evs := allStates()
+	stderr := "validating order 1001\nerror: field \"amount\" is missing\n\tat payload.items[2]\x1b[31m (red)\x1b[0m\n"
+	for i := range evs {
+		ev := &evs[i]
+		switch {
+		case ev.Activity == "activity.validate_order_payload" && ev.Type == event.AttemptFailed:
+			ev.Output = event.NewOutput("checking order 1001\n", stderr, "")
+			ev.Error.Message = "exit status 1; stderr: error: field \"amount\" is missing"
+		case ev.Activity == "activity.validate_order_payload" && ev.Type == event.AttemptSucceeded:
+			ev.Output = event.NewOutput("checking order 1001\n{\"valid\": true}\n", "", "")
+		case ev.Activity == "activity.refund" && ev.Error != nil:
+			ev.Error.Message = "HTTP/1.1 402 Payment Required: {\"error\":\"CardDeclined\",\"message\":\"the card was declined by the issuer; " +
+				"ask the customer for another card or another means of payment\"}\nretry-after: none\nrequest id: 7f3c9a2e-1b4d-4e8f-9a6b-2c5d8e1f0a3b"
+		}
+	}
+	s := &scenario{evs: evs}
+	two := func(index, counted, all int, on ...string) *event.RuleRef {
+		return &event.RuleRef{Index: index, Rules: 2, On: on, Counted: counted, CountedAll: all}
+	}
+	evs[0].Activities = append(evs[0].Activities, act("poll_rates", "http", 5), act("migrate_db", "exec", 3))
+	s.add(time.Second, event.Event{Type: event.AttemptStarted, Activity: "activity.poll_rates", Attempt: 1, MaxAttempts: 5, Rule: two(0, 0, 0)})
+	s.add(2*time.Second, event.Event{Type: event.AttemptFailed, Activity: "activity.poll_rates", Attempt: 1, MaxAttempts: 5,
+		Rule: two(2, 1, 1), Error: &event.Error{Type: "http:503", Message: "service unavailable"}})
+	s.add(2*time.Second, event.Event{Type: event.RetryScheduled, Activity: "activity.poll_rates", Attempt: 2, MaxAttempts: 5,
+		Rule: two(2, 1, 1), DelayMs: event.Ms(time.Second), DelaySource: "policy"})
+	s.add(3*time.Second, event.Event{Type: event.AttemptStarted, Activity: "activity.poll_rates", Attempt: 2, MaxAttempts: 5, Rule: two(2, 1, 1)})
+	s.add(4*time.Second, event.Event{Type: event.AttemptFailed, Activity: "activity.poll_rates", Attempt: 2, MaxAttempts: 10,
+		Rule: two(1, 1, 2, "http:429"), Error: &event.Error{Type: "http:429", Message: "too many requests"}})
+	s.add(4*time.Second, event.Event{Type: event.RetryScheduled, Activity: "activity.poll_rates", Attempt: 3, MaxAttempts: 10,
+		Rule: two(1, 1, 2, "http:429"), DelayMs: event.Ms(5 * time.Second), DelaySource: "server"})
+	s.add(9*time.Second, event.Event{Type: event.AttemptStarted, Activity: "activity.poll_rates", Attempt: 3, MaxAttempts: 10, Rule: two(1, 1, 2, "http:429")})
+	one := &event.RuleRef{Index: 1, Rules: 1}
+	s.add(0, event.Event{Type: event.AttemptStarted, Activity: "activity.migrate_db", Attempt: 1, MaxAttempts: 3, Rule: one})
+	s.add(5*time.Second, event.Event{Type: event.AttemptFailed, Activity: "activity.migrate_db", Attempt: 1, MaxAttempts: 3, Rule: one,
+		Error: &event.Error{Type: "interrupted", Message: "the engine stopped while the attempt was running"}})
+	s.add(5*time.Second, event.Event{Type: event.RetryScheduled, Activity: "activity.migrate_db", Attempt: 2, MaxAttempts: 3, Rule: one,
+		DelayMs: event.Ms(0), DelaySource: "policy"})
+	s.add(5*time.Second, event.Event{Type: event.AttemptStarted, Activity: "activity.migrate_db", Attempt: 2, MaxAttempts: 3, Rule: one})
+	return s.evs
 }

@@ -1,15 +1,14 @@
 // Package tui is the bubbletea dashboard over a run's event stream: one row
-// per activity with live retry countdowns, budget gauges, an event log and
-// each activity's attempt history. It only reads events (wf apply feeds it
-// from the bus, wf watch from the event socket) and talks back through a
-// Controller, so it can never slow the executor down.
+// per activity with live retry countdowns, budget gauges, an event log, and
+// views of each activity's attempt history, captured output and error. It
+// only reads events (wf apply feeds it from the bus, wf watch from the event
+// socket) and talks back through a Controller, so it can never slow the
+// executor down.
 package tui
 
 import (
-	"strings"
 	"time"
 
-	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/wf-engine/wf/executor/event"
@@ -18,9 +17,12 @@ import (
 // Controller is the run behind the dashboard. cmd/wf implements it around
 // the executor; a read-only watcher may pass nil.
 type Controller interface {
-	// FireNow fires the activity's pending retry timer now.
+	// FireNow fires the activity's pending retry timer now (r).
 	FireNow(instance, activity string)
-	// Detach stops starting attempts and saves state (q).
+	// Detach is q in wf apply: stop starting attempts, let the running ones
+	// finish, save state; the run ends "interrupted" and wf apply resumes
+	// it later, exactly as the first ctrl+c. (The run does not go on in the
+	// background: the name is the one cmd/wf implements.)
 	Detach()
 	// Interrupt is ctrl+c: the controller counts presses (the first stops
 	// gracefully, the second cancels running attempts).
@@ -37,7 +39,7 @@ type Options struct {
 	Now func() time.Time
 	// Controller receives the operator's commands; nil disables them.
 	Controller Controller
-	// ReadOnly is wf watch: q and ctrl+c just quit the view.
+	// ReadOnly is wf watch: q and ctrl+c just close the view.
 	ReadOnly bool
 }
 
@@ -51,69 +53,17 @@ type streamEndMsg struct{}
 // tickMsg drives countdowns and spinners while something is live.
 type tickMsg struct{}
 
+// noticeExpiredMsg clears a transient banner once its time is up.
+type noticeExpiredMsg struct{ seq int }
+
 // tickInterval gives 10 frames a second, enough for a smooth countdown.
 const tickInterval = 100 * time.Millisecond
 
+// noticeTTL is how long a transient banner ("fired activity.x now") stays.
+const noticeTTL = 4 * time.Second
+
 // logCap bounds the event log kept for display.
 const logCap = 500
-
-// status is what a row is doing.
-type status int
-
-const (
-	stPending status = iota
-	stRunning
-	stAttemptFailed // between attempt_failed and the decision that follows
-	stRetryWait
-	stBudgetWait
-	stSleeping
-	stSucceeded
-	stFailed
-	stSkipped
-	stUnchanged
-)
-
-// attemptRec is one attempt as seen in the events, for the history view.
-type attemptRec struct {
-	n         int
-	start     time.Time
-	end       time.Time
-	ended     bool
-	succeeded bool
-	err       *event.Error
-	wait      time.Duration
-	hasWait   bool
-	waitSrc   string
-}
-
-// row is one activity.
-type row struct {
-	instance    string
-	activity    string // "activity.NAME"
-	kind        string
-	action      string
-	maxAttempts int // 0 = unlimited
-	st          status
-
-	attempt    int // the current or last attempt number
-	started    time.Time
-	firstStart time.Time
-	fireAt     time.Time     // retry, budget or sleep wake-up time
-	waitTotal  time.Duration // full length of the current wait, for the bar
-	waitSrc    string
-	budget     string
-	err        *event.Error
-	reason     string
-	duration   time.Duration // activity_succeeded duration
-	history    []attemptRec
-}
-
-// logEntry is one event log line; a retry_scheduled right after the
-// attempt_failed it answers is merged into the same line.
-type logEntry struct {
-	ev     event.Event
-	follow *event.Event
-}
 
 // Final is how the dashboard ended.
 type Final struct {
@@ -122,8 +72,9 @@ type Final struct {
 	Completed bool
 	Status    string
 	Summary   *event.Summary
-	// Detached is true when the user pressed q.
-	Detached bool
+	// Stopped is true when the user pressed q in wf apply: the run stopped
+	// starting attempts and wf apply resumes it later.
+	Stopped bool
 	// Interrupts counts ctrl+c presses passed to the controller.
 	Interrupts int
 	// StreamClosed is true when the events stopped without run_completed
@@ -131,25 +82,23 @@ type Final struct {
 	StreamClosed bool
 }
 
-type keyMap struct {
-	Up, Down, Enter, Back, Fire, Quit, Interrupt key.Binding
-}
+// screen is what the dashboard shows.
+type screen int
 
-func newKeyMap(readOnly bool) keyMap {
-	quitHelp := "detach"
-	if readOnly {
-		quitHelp = "quit"
-	}
-	return keyMap{
-		Up:        key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑/k", "up")),
-		Down:      key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("↓/j", "down")),
-		Enter:     key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "history")),
-		Back:      key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "back")),
-		Fire:      key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "retry now")),
-		Quit:      key.NewBinding(key.WithKeys("q"), key.WithHelp("q", quitHelp)),
-		Interrupt: key.NewBinding(key.WithKeys("ctrl+c"), key.WithHelp("ctrl+c", "interrupt")),
-	}
-}
+const (
+	screenMain    screen = iota // rows, budgets, event log
+	screenHistory               // the selected activity's attempts
+	screenLogs                  // one attempt's captured stdout/stderr
+	screenError                 // the selected activity's whole error
+)
+
+// pane is the part of the main screen the navigation keys move.
+type pane int
+
+const (
+	paneRows pane = iota
+	paneLog
+)
 
 // Model is the dashboard, a tea.Model.
 type Model struct {
@@ -160,25 +109,53 @@ type Model struct {
 	width, height int
 	sized         bool // a real window size arrived (output is a terminal)
 	now           time.Time
+	// mouse and queryModes are set by Run when it reads a terminal.
+	mouse, queryModes bool
 
 	rows      []*row
-	index     map[string]int // instance+"\x00"+activity -> rows index
+	index     map[rowKey]int // -> rows index
 	instances []string
 	budgets   []event.BudgetUsage
 	budgetIdx map[string]int
 	log       []logEntry
+	longest   int // widest display name, kept as rows arrive
 
 	begin    time.Time // first event
 	end      time.Time // run_completed
 	attempts int
 	retries  int
+
+	// Selection is a position in the visible (filtered) rows; selRow
+	// remembers which row it is, so a filter change keeps it.
 	selected int
+	selRow   int
 	offset   int
-	detail   bool // history view open
+	filter   filterState
+	focus    pane
+	logBack  int // event log lines scrolled back from the newest; 0 follows
+
+	screen   screen
+	back     []screen // screens to return to on esc
+	attempt  int      // history/logs: index into the row's attempts
+	scroll   int      // logs/error/help: first line shown
+	helpOpen bool
+	regions  regions // where the last frame put things, for the mouse
+
 	ticking  bool
 	final    Final
 	quitting bool
-	notice   string
+	// status is the lasting state of the run (stopping, cancelling);
+	// notice a transient banner that fades at noticeUntil.
+	status      string
+	notice      string
+	noticeUntil time.Time
+	noticeSeq   int
+}
+
+// regions are line ranges of the last main-screen frame.
+type regions struct {
+	rowsTop, rowsLen int
+	logTop, logLen   int
 }
 
 // NewModel returns a dashboard with no events yet.
@@ -191,12 +168,13 @@ func NewModel(opts Options) *Model {
 	}
 	m := &Model{
 		opts:      opts,
-		keys:      newKeyMap(opts.ReadOnly || opts.Controller == nil),
+		keys:      newKeyMap(),
 		styles:    newStyles(opts.Color),
 		width:     80,
 		height:    24,
-		index:     map[string]int{},
+		index:     map[rowKey]int{},
 		budgetIdx: map[string]int{},
+		longest:   4,
 	}
 	m.now = opts.Now()
 	return m
@@ -205,12 +183,24 @@ func NewModel(opts Options) *Model {
 // Final reports how the dashboard ended (valid after the program quit).
 func (m *Model) Final() Final { return m.final }
 
+// readOnly is wf watch (or a dashboard without a controller): q and ctrl+c
+// close the view and leave the run alone.
+func (m *Model) readOnly() bool { return m.opts.ReadOnly || m.opts.Controller == nil }
+
 // Init implements tea.Model.
-func (m *Model) Init() tea.Cmd { return nil }
+func (m *Model) Init() tea.Cmd {
+	if m.queryModes {
+		// Synchronized output (no tearing) and grapheme widths, when the
+		// terminal has them. The replies come back through Run's reader.
+		return tea.Raw(queryModes)
+	}
+	return nil
+}
 
 // Update implements tea.Model.
 func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	m.now = m.opts.Now()
+	m.expireNotice()
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
 		if msg.Width > 0 && msg.Height > 0 {
@@ -232,14 +222,34 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case tickMsg:
 		m.ticking = false
 		return m, m.armTick()
+	case noticeExpiredMsg:
+		if msg.seq == m.noticeSeq {
+			m.notice = ""
+		}
+		return m, nil
 	case tea.KeyPressMsg:
 		return m, m.handleKey(msg)
+	case tea.MouseWheelMsg:
+		m.handleWheel(msg.Mouse())
+		return m, nil
+	case tea.MouseClickMsg:
+		m.handleClick(msg.Mouse())
+		return m, nil
 	}
 	return m, nil
 }
 
+// quit ends the program. The last frame stays in the terminal, so it is
+// the dashboard, whatever view was open.
 func (m *Model) quit() tea.Cmd {
 	m.quitting = true
+	m.screen, m.back, m.helpOpen = screenMain, nil, false
+	m.filter.editing = false
+	m.setFilter("")
+	m.focus, m.logBack = paneRows, 0
+	if m.final.Completed && m.status != "" {
+		m.status = "stopped"
+	}
 	return tea.Quit
 }
 
@@ -266,332 +276,19 @@ func (m *Model) live() bool {
 	return false
 }
 
-func (m *Model) handleKey(msg tea.KeyPressMsg) tea.Cmd {
-	ctl := m.opts.Controller
-	readOnly := m.opts.ReadOnly || ctl == nil
-	switch {
-	case key.Matches(msg, m.keys.Interrupt):
-		if readOnly {
-			return m.quit()
-		}
-		m.final.Interrupts++
-		ctl.Interrupt()
-		if m.final.Interrupts == 1 {
-			m.notice = "interrupt: finishing running attempts (ctrl+c again to cancel them)"
-		} else {
-			m.notice = "interrupt: cancelling running attempts"
-		}
-		return nil
-	case key.Matches(msg, m.keys.Quit):
-		if !readOnly {
-			m.final.Detached = true
-			ctl.Detach()
-		}
-		return m.quit()
-	case key.Matches(msg, m.keys.Up):
-		if m.selected > 0 {
-			m.selected--
-		}
-		m.clampScroll()
-	case key.Matches(msg, m.keys.Down):
-		if m.selected < len(m.rows)-1 {
-			m.selected++
-		}
-		m.clampScroll()
-	case key.Matches(msg, m.keys.Enter):
-		if len(m.rows) > 0 {
-			m.detail = true
-		}
-	case key.Matches(msg, m.keys.Back):
-		m.detail = false
-	case key.Matches(msg, m.keys.Fire):
-		r := m.selectedRow()
-		if r == nil || ctl == nil {
-			return nil
-		}
-		if r.st != stRetryWait && r.st != stBudgetWait {
-			m.notice = shortName(r.activity) + " has no pending retry"
-			return nil
-		}
-		ctl.FireNow(r.instance, r.activity)
-		m.notice = "fired " + r.activity + " now"
-	}
-	return nil
+// flash shows a transient banner and schedules its removal.
+func (m *Model) flash(text string) tea.Cmd {
+	m.noticeSeq++
+	m.notice = text
+	m.noticeUntil = m.now.Add(noticeTTL)
+	seq := m.noticeSeq
+	return tea.Tick(noticeTTL, func(time.Time) tea.Msg { return noticeExpiredMsg{seq: seq} })
 }
 
-func (m *Model) selectedRow() *row {
-	if m.selected < 0 || m.selected >= len(m.rows) {
-		return nil
-	}
-	return m.rows[m.selected]
-}
-
-// Apply folds a batch of events into the model. It is the whole cost of
-// an event for the dashboard: rendering happens separately, at most once
-// per message.
-func (m *Model) Apply(evs []event.Event) {
-	for i := range evs {
-		m.apply(&evs[i])
-	}
-}
-
-func rowKey(instance, activity string) string { return instance + "\x00" + activity }
-
-func (m *Model) rowFor(ev *event.Event) *row {
-	k := rowKey(ev.Instance, ev.Activity)
-	if i, ok := m.index[k]; ok {
-		return m.rows[i]
-	}
-	// An activity the plan did not list (a watcher that joined after the
-	// plan fell out of the history): show it anyway.
-	r := &row{instance: ev.Instance, activity: ev.Activity, kind: ev.Kind, maxAttempts: ev.MaxAttempts}
-	m.addRow(r)
-	return r
-}
-
-func (m *Model) addRow(r *row) {
-	m.index[rowKey(r.instance, r.activity)] = len(m.rows)
-	m.rows = append(m.rows, r)
-	m.noteInstance(r.instance)
-}
-
-func (m *Model) noteInstance(inst string) {
-	if inst == "" {
-		return
-	}
-	for _, x := range m.instances {
-		if x == inst {
-			return
-		}
-	}
-	m.instances = append(m.instances, inst)
-}
-
-func (m *Model) apply(ev *event.Event) {
-	if m.begin.IsZero() && !ev.Time.IsZero() {
-		m.begin = ev.Time
-	}
-	if ev.Budget != nil {
-		m.noteBudget(*ev.Budget)
-	}
-	m.addLog(ev)
-	switch ev.Type {
-	case event.Plan:
-		m.applyPlan(ev)
-		return
-	case event.RunCompleted:
-		m.final.Completed = true
-		m.final.Status = ev.Status
-		m.final.Summary = ev.Summary
-		m.end = ev.Time
-		return
-	}
-	if ev.Activity == "" {
-		return
-	}
-	r := m.rowFor(ev)
-	if ev.Kind != "" {
-		r.kind = ev.Kind
-	}
-	switch ev.Type {
-	case event.AttemptStarted:
-		m.attempts++
-		if ev.Attempt > 1 {
-			m.retries++
-		}
-		r.attempt = ev.Attempt
-		if ev.MaxAttempts != 0 {
-			r.maxAttempts = ev.MaxAttempts
-		}
-		r.started = ev.Time
-		if r.firstStart.IsZero() || ev.Attempt == 1 {
-			r.firstStart = ev.Time
-		}
-		r.err = nil
-		r.history = append(r.history, attemptRec{n: ev.Attempt, start: ev.Time})
-		r.st = stRunning
-		if r.kind == "sleep" {
-			r.st = stSleeping
-			r.setWait(ev.Time, ev.FireAt, ev.DelayMs)
-		}
-	case event.AttemptSucceeded:
-		if a := r.lastAttempt(ev.Attempt); a != nil {
-			a.end, a.ended, a.succeeded = endTime(a, ev), true, true
-		}
-	case event.AttemptFailed:
-		r.err = ev.Error
-		r.attempt = max(r.attempt, ev.Attempt)
-		if a := r.lastAttempt(ev.Attempt); a != nil {
-			a.end, a.ended, a.err = endTime(a, ev), true, ev.Error
-		} else {
-			r.history = append(r.history, attemptRec{n: ev.Attempt, end: ev.Time, ended: true, err: ev.Error})
-		}
-		r.st = stAttemptFailed
-	case event.RetryScheduled:
-		r.st = stRetryWait
-		r.waitSrc = ev.DelaySource
-		r.setWait(ev.Time, ev.FireAt, ev.DelayMs)
-		if a := r.lastAttempt(ev.Attempt - 1); a != nil && ev.DelaySource != "manual" {
-			a.wait, a.hasWait, a.waitSrc = r.waitTotal, true, ev.DelaySource
-		}
-		r.nextAttempt(ev.Attempt)
-	case event.BudgetWait:
-		r.st = stBudgetWait
-		if ev.Budget != nil {
-			r.budget = ev.Budget.Name
-		}
-		r.setWait(ev.Time, ev.FireAt, ev.DelayMs)
-		if a := r.lastAttempt(ev.Attempt - 1); a != nil {
-			a.wait, a.hasWait, a.waitSrc = r.waitTotal, true, "budget"
-		}
-		r.nextAttempt(ev.Attempt)
-	case event.TimerRecovered:
-		if r.kind == "sleep" {
-			r.st = stSleeping
-		} else {
-			r.st = stRetryWait
-			r.nextAttempt(ev.Attempt)
-		}
-		r.setWait(ev.Time, ev.FireAt, ev.DelayMs)
-	case event.ActivitySucceeded:
-		r.st = stSucceeded
-		if ev.DurationMs != nil {
-			r.duration = time.Duration(*ev.DurationMs) * time.Millisecond
-		} else if !r.firstStart.IsZero() {
-			r.duration = ev.Time.Sub(r.firstStart)
-		}
-		if ev.Attempt > 0 {
-			r.attempt = ev.Attempt
-		}
-	case event.ActivityFailed:
-		r.st = stFailed
-		r.reason = ev.Reason
-		if ev.Error != nil {
-			r.err = ev.Error
-		}
-	case event.ActivitySkipped:
-		r.st = stSkipped
-		r.reason = ev.Reason
-	}
-}
-
-// nextAttempt remembers which attempt a pending timer will start, so the
-// row can say "retry 3 in 2.4s". retry_scheduled carries the next number.
-func (r *row) nextAttempt(n int) {
-	if n > 0 {
-		r.attempt = n - 1
-	}
-}
-
-func (r *row) setWait(at time.Time, fireAt *time.Time, delayMs *int64) {
-	r.fireAt = time.Time{}
-	r.waitTotal = 0
-	if fireAt != nil {
-		r.fireAt = *fireAt
-		r.waitTotal = fireAt.Sub(at)
-	}
-	if delayMs != nil {
-		d := time.Duration(*delayMs) * time.Millisecond
-		if r.fireAt.IsZero() {
-			r.fireAt = at.Add(d)
-		}
-		if d > 0 {
-			r.waitTotal = d
-		}
-	}
-}
-
-func (r *row) lastAttempt(n int) *attemptRec {
-	for i := len(r.history) - 1; i >= 0; i-- {
-		if r.history[i].n == n {
-			return &r.history[i]
-		}
-	}
-	return nil
-}
-
-func endTime(a *attemptRec, ev *event.Event) time.Time {
-	if ev.DurationMs != nil && !a.start.IsZero() {
-		return a.start.Add(time.Duration(*ev.DurationMs) * time.Millisecond)
-	}
-	return ev.Time
-}
-
-func (m *Model) applyPlan(ev *event.Event) {
-	m.noteInstance(ev.Instance)
-	for _, a := range ev.Activities {
-		k := rowKey(ev.Instance, a.Activity)
-		var r *row
-		if i, ok := m.index[k]; ok {
-			r = m.rows[i]
-		} else {
-			r = &row{instance: ev.Instance, activity: a.Activity}
-			m.addRow(r)
-		}
-		r.kind, r.action, r.maxAttempts = a.Kind, a.Action, a.MaxAttempts
-		r.attempt = a.Attempts
-		r.st = stPending
-		if a.Action == "unchanged" {
-			r.st = stUnchanged
-		}
-	}
-}
-
-func (m *Model) noteBudget(b event.BudgetUsage) {
-	if i, ok := m.budgetIdx[b.Name]; ok {
-		m.budgets[i] = b
-		return
-	}
-	m.budgetIdx[b.Name] = len(m.budgets)
-	m.budgets = append(m.budgets, b)
-}
-
-func (m *Model) addLog(ev *event.Event) {
-	if ev.Type == event.RetryScheduled && len(m.log) > 0 {
-		last := &m.log[len(m.log)-1]
-		if last.follow == nil && last.ev.Type == event.AttemptFailed &&
-			last.ev.Instance == ev.Instance && last.ev.Activity == ev.Activity {
-			cp := *ev
-			last.follow = &cp
-			return
-		}
-	}
-	// Plan events are large; the log only needs their header fields.
-	cp := *ev
-	if cp.Type == event.Plan {
-		cp.Activities = nil
-		cp.Time = ev.Time
-		cp.Attempt = len(ev.Activities)
-	}
-	if len(m.log) == logCap {
-		// Drop the older half at once so appends stay amortised O(1).
-		n := copy(m.log, m.log[logCap/2:])
-		m.log = m.log[:n]
-	}
-	m.log = append(m.log, logEntry{ev: cp})
-}
-
-func shortName(activity string) string { return strings.TrimPrefix(activity, "activity.") }
-
-// clampScroll keeps the selected row inside the visible window.
-func (m *Model) clampScroll() {
-	if m.selected >= len(m.rows) {
-		m.selected = max(0, len(m.rows)-1)
-	}
-	h := m.layout().rows
-	if h <= 0 {
-		return
-	}
-	if m.selected < m.offset {
-		m.offset = m.selected
-	}
-	if m.selected >= m.offset+h {
-		m.offset = m.selected - h + 1
-	}
-	if m.offset > max(0, len(m.rows)-h) {
-		m.offset = max(0, len(m.rows)-h)
-	}
-	if m.offset < 0 {
-		m.offset = 0
+// expireNotice drops a banner whose time is up by the model's clock, so a
+// frame drawn for any other reason never shows a stale one.
+func (m *Model) expireNotice() {
+	if m.notice != "" && !m.now.Before(m.noticeUntil) {
+		m.notice = ""
 	}
 }

@@ -154,7 +154,7 @@ func TestCountdownFollowsClock(t *testing.T) {
 		advance time.Duration
 		want    []string
 	}{
-		{0, []string{"retry 3 in 2.4s", "running 1.2s", "sleeping 4m left", "frees in 3.0s", "attempts 10 · retries 4 · elapsed 10.0s"}},
+		{0, []string{"retry 3 in 2.4s", "running 1.2s", "sleeping 4m left", "frees in 3.0s", "elapsed 10.0s · attempts 10 · retries 4"}},
 		{time.Second, []string{"retry 3 in 1.4s", "running 2.2s", "sleeping 3m59s left", "frees in 2.0s", "elapsed 11.0s"}},
 		{1400 * time.Millisecond, []string{"retry 3 now"}},
 	}
@@ -259,7 +259,8 @@ func TestKeys(t *testing.T) {
 		{name: "r without a pending retry does nothing", keys: []string{"down", "r"}},
 		{name: "up stops at the top", keys: []string{"up", "k", "down", "down", "down", "up", "down", "r"},
 			fired: []string{inst + " activity.charge_card"}},
-		{name: "q detaches", keys: []string{"q"}, detached: 1, quit: true},
+		{name: "q stops the run and keeps the view until it ends", keys: []string{"q"}, detached: 1},
+		{name: "q then ctrl+c cancels", keys: []string{"q", "ctrl+c"}, detached: 1, interrupts: 1},
 		{name: "ctrl+c interrupts, twice", keys: []string{"ctrl+c", "ctrl+c"}, interrupts: 2},
 		{name: "enter opens history, esc closes", keys: []string{"enter", "esc", "enter"}, detail: true},
 		{name: "watch: q just quits", keys: []string{"q"}, readOnly: true, quit: true},
@@ -273,15 +274,12 @@ func TestKeys(t *testing.T) {
 			clk := newClock(at(10 * time.Second))
 			m := NewModel(Options{Now: clk.Now, Controller: ctl, ReadOnly: tt.readOnly})
 			m.Update(EventsMsg{Events: allStates()})
-			quit := false
 			for _, k := range tt.keys {
-				_, cmd := m.Update(press(k))
-				if cmd != nil {
-					if _, ok := cmd().(tea.QuitMsg); ok {
-						quit = true
-					}
-				}
+				m.Update(press(k))
 			}
+			// Running the returned commands would sleep through banner
+			// timers; quitting is what tea.Quit follows.
+			quit := m.quitting
 			if fmt.Sprint(ctl.fired) != fmt.Sprint(tt.fired) {
 				t.Errorf("FireNow calls %v, want %v", ctl.fired, tt.fired)
 			}
@@ -291,11 +289,11 @@ func TestKeys(t *testing.T) {
 			if quit != tt.quit {
 				t.Errorf("quit %v, want %v", quit, tt.quit)
 			}
-			if m.detail != tt.detail {
-				t.Errorf("history view open %v, want %v", m.detail, tt.detail)
+			if (m.screen == screenHistory) != tt.detail {
+				t.Errorf("history view open %v, want %v", m.screen == screenHistory, tt.detail)
 			}
-			if m.Final().Detached != (tt.detached > 0) {
-				t.Errorf("Final().Detached %v", m.Final().Detached)
+			if m.Final().Stopped != (tt.detached > 0) {
+				t.Errorf("Final().Stopped %v", m.Final().Stopped)
 			}
 		})
 	}
@@ -361,8 +359,9 @@ func TestHistoryFromEvents(t *testing.T) {
 	out := m.Render()
 	for _, want := range []string{
 		"activity.charge_card",
-		"1    10:00:01.000 1.0s      failed     http:503                     1.0s (policy)",
-		"2    10:00:03.000 1.0s      failed     http:503                     4.8s (policy)",
+		"  1   10:00:01.000 1.0s     failed      http:503",
+		"> 2   10:00:03.000 1.0s     failed      http:503",
+		"4.8s (policy)",
 	} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("history lacks %q:\n%s", want, out)
@@ -411,10 +410,11 @@ func TestRunEndsOnRunCompleted(t *testing.T) {
 	}
 }
 
-func TestRunDetachOnQ(t *testing.T) {
+func TestRunStopOnQ(t *testing.T) {
 	bus := event.NewBus()
 	sub := bus.Subscribe()
 	pr, pw := io.Pipe()
+	defer pw.Close()
 	ctl := &fakeController{}
 	done := make(chan Final, 1)
 	go func() {
@@ -428,15 +428,29 @@ func TestRunDetachOnQ(t *testing.T) {
 	if _, err := pw.Write([]byte("q")); err != nil {
 		t.Fatal(err)
 	}
+	// q stops the run; the dashboard stays until the run says it ended.
+	deadline := time.Now().Add(10 * time.Second)
+	for ctl.detachCalls() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("q did not reach the controller")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	select {
 	case f := <-done:
-		if !f.Detached || ctl.detached != 1 {
-			t.Fatalf("final %+v, detach calls %d", f, ctl.detached)
+		t.Fatalf("the dashboard quit on q before the run ended: %+v", f)
+	case <-time.After(200 * time.Millisecond):
+	}
+	bus.Publish((&scenario{}).add(time.Second, event.Event{Type: event.RunCompleted, Status: event.StatusInterrupted,
+		Summary: &event.Summary{Activities: 1, Pending: 1, Attempts: 1}}).evs...)
+	select {
+	case f := <-done:
+		if !f.Stopped || !f.Completed || f.Status != event.StatusInterrupted || ctl.detachCalls() != 1 {
+			t.Fatalf("final %+v, detach calls %d", f, ctl.detachCalls())
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not return on q")
+		t.Fatal("Run did not return after run_completed")
 	}
-	pw.Close()
 }
 
 func TestRunStopsOnContextAndStreamEnd(t *testing.T) {

@@ -15,26 +15,30 @@ import (
 )
 
 // styles holds every style the view uses; with colour off they are all
-// empty so the output is plain text.
+// empty so the output is plain text. Colour carries meaning: failures red,
+// retries and waits for a budget amber, successes green, running cyan.
 type styles struct {
-	title, dim, sel, ok, bad, warn, run, wait, barFull, barEmpty lipgloss.Style
+	title, dim, sel, key, focus       lipgloss.Style
+	ok, bad, warn, run, sleep, barOff lipgloss.Style
 }
 
 func newStyles(color bool) styles {
 	if !color {
 		return styles{}
 	}
+	amber := lipgloss.Color("214")
 	return styles{
-		title:    lipgloss.NewStyle().Bold(true),
-		dim:      lipgloss.NewStyle().Foreground(lipgloss.Color("8")),
-		sel:      lipgloss.NewStyle().Bold(true).Foreground(lipgloss.Color("12")),
-		ok:       lipgloss.NewStyle().Foreground(lipgloss.Color("2")),
-		bad:      lipgloss.NewStyle().Foreground(lipgloss.Color("1")),
-		warn:     lipgloss.NewStyle().Foreground(lipgloss.Color("3")),
-		run:      lipgloss.NewStyle().Foreground(lipgloss.Color("6")),
-		wait:     lipgloss.NewStyle().Foreground(lipgloss.Color("5")),
-		barFull:  lipgloss.NewStyle().Foreground(lipgloss.Color("5")),
-		barEmpty: lipgloss.NewStyle().Foreground(lipgloss.Color("8")),
+		title:  lipgloss.NewStyle().Bold(true),
+		dim:    lipgloss.NewStyle().Foreground(lipgloss.Color("8")),
+		sel:    lipgloss.NewStyle().Bold(true).Foreground(lipgloss.Color("12")),
+		key:    lipgloss.NewStyle().Bold(true),
+		focus:  lipgloss.NewStyle().Bold(true).Foreground(lipgloss.Color("12")),
+		ok:     lipgloss.NewStyle().Foreground(lipgloss.Color("2")),
+		bad:    lipgloss.NewStyle().Foreground(lipgloss.Color("1")),
+		warn:   lipgloss.NewStyle().Foreground(amber),
+		run:    lipgloss.NewStyle().Foreground(lipgloss.Color("6")),
+		sleep:  lipgloss.NewStyle().Foreground(lipgloss.Color("5")),
+		barOff: lipgloss.NewStyle().Foreground(lipgloss.Color("8")),
 	}
 }
 
@@ -43,47 +47,69 @@ func newStyles(color bool) styles {
 // whole dashboard (and stops when nothing is live).
 var spinnerFrames = spinner.MiniDot
 
-// layout is how many lines each part of the dashboard gets.
+// layout is how many lines each part of the main screen gets.
 type layout struct {
-	header  int // title, counts, budgets, notice
-	budgets int
-	rows    int
-	log     int
+	header      int // title, counts, budgets, status
+	budgetLines int
+	perLine     int // budgets side by side
+	rows        int
+	log         int
 }
 
 func (m *Model) layout() layout {
-	var l layout
-	l.budgets = min(len(m.budgets), max(1, m.height/8))
-	l.header = 2 + l.budgets
-	if m.notice != "" {
+	l := layout{perLine: 1}
+	if m.width >= 140 {
+		l.perLine = max(1, min(len(m.budgets), m.width/70))
+	}
+	l.budgetLines = min((len(m.budgets)+l.perLine-1)/l.perLine, max(1, m.height/8))
+	l.header = 2 + l.budgetLines
+	if m.status != "" || m.notice != "" {
 		l.header++
 	}
-	// Two separators and the help line.
+	// Two separators and the footer.
 	free := m.height - l.header - 3
-	l.log = min(len(m.log), max(2, free/4), 12)
+	nlog := m.shownLogLen()
+	l.log = min(nlog, max(2, free/4), max(12, free/3))
 	l.rows = max(1, free-l.log)
-	if len(m.rows) < l.rows {
-		l.rows = len(m.rows)
+	if n := max(1, m.nVisible()); n < l.rows {
+		l.rows = n
 		// Give what the rows do not need to the log.
-		l.log = min(len(m.log), max(0, free-l.rows))
+		l.log = min(nlog, max(0, free-l.rows))
 	}
 	return l
 }
 
 // View implements tea.Model. The dashboard renders inline (not in the
-// alternate screen) so that the last frame stays in the terminal.
+// alternate screen) so that the last frame stays in the terminal. It asks
+// for the mouse (wheel and clicks) only when Run reads the terminal, and
+// for nothing else: no keyboard enhancements, no bracketed paste.
 func (m *Model) View() tea.View {
-	return tea.NewView(m.Render())
+	v := tea.NewView(m.Render())
+	v.DisableBracketedPasteMode = true
+	if m.mouse && !m.quitting {
+		v.MouseMode = tea.MouseModeCellMotion
+	}
+	return v
 }
 
 // Render returns the current frame as a string.
 func (m *Model) Render() string {
+	m.refreshVisible()
+	m.expireNotice()
 	w := max(20, m.width)
 	var lines []string
-	if m.detail {
+	switch m.screen {
+	case screenHistory:
 		lines = m.renderHistory(w)
-	} else {
+	case screenLogs:
+		lines = m.renderLogs(w)
+	case screenError:
+		lines = m.renderError(w)
+	default:
 		lines = m.renderDashboard(w)
+	}
+	if m.helpOpen {
+		lines = m.overlayHelp(lines, w)
 	}
 	if len(lines) > m.height && m.height > 0 {
 		lines = lines[:m.height]
@@ -108,17 +134,64 @@ func (m *Model) elapsed() time.Duration {
 func (m *Model) renderDashboard(w int) []string {
 	s := m.styles
 	l := m.layout()
-	var out []string
+	out := m.header(w, l)
 
-	title := m.opts.Title
-	if len(m.instances) > 0 {
-		title += " · " + strings.Join(m.instances, ", ")
+	n := m.nVisible()
+	label := "activities"
+	if n > l.rows {
+		label = fmt.Sprintf("activities %d-%d of %d", m.offset+1, min(n, m.offset+l.rows), n)
 	}
-	right := fmt.Sprintf("attempts %d · retries %d · elapsed %s", m.attempts, m.retries, fmtDur(m.elapsed()))
+	if m.filter.text != "" {
+		label += fmt.Sprintf(" · filter %q: %d of %d", m.filter.text, n, len(m.rows))
+	}
+	sepStyle := s.dim
+	if m.focus == paneRows && m.filter.editing {
+		sepStyle = s.focus
+	}
+	out = append(out, separator(label, w, sepStyle))
+
+	m.regions.rowsTop, m.regions.rowsLen = len(out), 0
+	if n == 0 && len(m.rows) > 0 {
+		out = append(out, s.dim.Render("  no activity matches the filter (esc clears it)"))
+	}
+	first, last := m.offset, min(n, m.offset+l.rows)
+	cols := m.columns(w, first, last)
+	for i := first; i < last; i++ {
+		out = append(out, m.renderRow(m.visRow(i), i == m.selected, cols))
+	}
+	m.regions.rowsLen = last - first
+
+	label, sepStyle = "events", s.dim
+	if m.focus == paneLog {
+		label, sepStyle = "events · ↑↓ pgup pgdn scroll · G follow · tab back", s.focus
+	}
+	if m.logBack > 0 {
+		label += fmt.Sprintf(" · %d newer below", m.logBack)
+	}
+	out = append(out, separator(label, w, sepStyle))
+	m.regions.logTop, m.regions.logLen = len(out), l.log
+	out = append(out, m.renderLog(w, l.log)...)
+	out = append(out, m.footer(w))
+	return out
+}
+
+// header is the title with the run's figures, the state counts, the
+// budget gauges and the status line.
+func (m *Model) header(w int, l layout) []string {
+	s := m.styles
+	stats := fmt.Sprintf("elapsed %s · attempts %d · retries %d", fmtDur(m.elapsed()), m.attempts, m.retries)
 	if m.final.Completed {
-		right = m.final.Status + " · " + right
+		st := s.ok
+		if m.final.Status != event.StatusSucceeded {
+			st = s.bad
+		}
+		stats = st.Render(m.final.Status) + s.dim.Render(" · "+stats)
+	} else {
+		stats = s.dim.Render(stats)
 	}
-	out = append(out, spread(s.title.Render(title), s.dim.Render(right), w))
+	room := w - width(stats) - 3
+	title := fit(room, m.titleForms()...)
+	out := []string{s.title.Render(title) + "   " + stats}
 
 	var running, waiting, pending, succeeded, failed, skipped, unchanged int
 	for _, r := range m.rows {
@@ -139,11 +212,17 @@ func (m *Model) renderDashboard(w int) []string {
 			unchanged++
 		}
 	}
+	count := func(st lipgloss.Style, label string, n int) string {
+		if n == 0 {
+			st = s.dim
+		}
+		return st.Render(fmt.Sprintf("%s %d", label, n))
+	}
 	counts := []string{
-		s.run.Render(fmt.Sprintf("running %d", running)),
-		s.wait.Render(fmt.Sprintf("waiting %d", waiting)),
-		s.ok.Render(fmt.Sprintf("succeeded %d", succeeded)),
-		s.bad.Render(fmt.Sprintf("failed %d", failed)),
+		count(s.run, "running", running),
+		count(s.warn, "waiting", waiting),
+		count(s.ok, "succeeded", succeeded),
+		count(s.bad, "failed", failed),
 	}
 	// The rarer counts only when they say something, to fit 80 columns.
 	for _, c := range []struct {
@@ -156,30 +235,58 @@ func (m *Model) renderDashboard(w int) []string {
 	}
 	out = append(out, strings.Join(counts, "  "))
 
-	for _, b := range m.budgets[:l.budgets] {
-		out = append(out, m.renderBudget(b, w))
+	cellW := w
+	if l.perLine > 1 {
+		cellW = (w - 3*(l.perLine-1)) / l.perLine
 	}
-	if m.notice != "" {
-		out = append(out, s.warn.Render(m.notice))
+	for i := 0; i < l.budgetLines; i++ {
+		var cells []string
+		for j := i * l.perLine; j < min(len(m.budgets), (i+1)*l.perLine); j++ {
+			cells = append(cells, pad(m.renderBudget(m.budgets[j], cellW), cellW))
+		}
+		out = append(out, strings.Join(cells, "   "))
 	}
-
-	label := "activities"
-	if len(m.rows) > l.rows {
-		label = fmt.Sprintf("activities %d-%d of %d", m.offset+1, min(len(m.rows), m.offset+l.rows), len(m.rows))
+	if line := m.statusLine(w); line != "" {
+		out = append(out, line)
 	}
-	out = append(out, separator(label, w, s))
-
-	cols := m.columns(w)
-	for i := m.offset; i < len(m.rows) && i < m.offset+l.rows; i++ {
-		out = append(out, m.renderRow(m.rows[i], i == m.selected, cols))
-	}
-
-	out = append(out, separator("events", w, s))
-	for _, e := range m.log[len(m.log)-l.log:] {
-		out = append(out, s.dim.Render(m.logLine(e)))
-	}
-	out = append(out, m.helpLine(false))
 	return out
+}
+
+func (m *Model) titleForms() []string {
+	t := m.opts.Title
+	switch n := len(m.instances); {
+	case n == 0:
+		return []string{t}
+	case n == 1:
+		return []string{t + " · " + m.instances[0], m.instances[0]}
+	default:
+		return []string{t + " · " + strings.Join(m.instances, ", "), fmt.Sprintf("%s · %d instances", t, n)}
+	}
+}
+
+// statusLine is the lasting run state (stopping, cancelling) and the
+// transient banner.
+func (m *Model) statusLine(w int) string {
+	s := m.styles
+	var status []string
+	switch m.status {
+	case "stopping":
+		status = stoppingText
+	case "cancelling":
+		status = cancellingText
+	case "stopped":
+		status = []string{"stopped: state saved; run wf apply again to resume", "stopped (wf apply resumes)"}
+	}
+	switch {
+	case len(status) > 0 && m.notice != "":
+		st := fit(w/2, status...)
+		return s.warn.Render(st) + "  " + s.warn.Render(fit(w-width(st)-2, m.notice))
+	case len(status) > 0:
+		return s.warn.Render(fit(w, status...))
+	case m.notice != "":
+		return s.warn.Render(fit(w, m.notice))
+	}
+	return ""
 }
 
 func (m *Model) renderBudget(b event.BudgetUsage, w int) string {
@@ -188,114 +295,181 @@ func (m *Model) renderBudget(b event.BudgetUsage, w int) string {
 	if b.MaxRetries > 0 {
 		frac = float64(b.Used) / float64(b.MaxRetries)
 	}
-	barW := min(30, max(10, w/5))
-	text := fmt.Sprintf("%d/%d retries per %s", b.Used, b.MaxRetries, fmtDur(time.Duration(b.WindowMs)*time.Millisecond))
+	window := fmtDur(time.Duration(b.WindowMs) * time.Millisecond)
+	used := fmt.Sprintf("%d/%d", b.Used, b.MaxRetries)
+	// The gauge turns amber at 80 % and red when the budget is spent.
 	st := s.ok
 	if frac >= 1 {
 		st = s.bad
 	} else if frac >= 0.8 {
 		st = s.warn
 	}
-	return fmt.Sprintf("budget %s %s %s", b.Name, m.bar(frac, barW, st), text)
+	// The figures are the point: shorten their wording, then the name.
+	for _, text := range []string{used + " retries per " + window, used + " per " + window, used} {
+		head := "budget " + b.Name + " "
+		if free := w - width(head) - width(text) - 1; free >= 10 {
+			return head + m.bar(frac, min(50, free, max(10, w/4)), st) + " " + st.Render(text)
+		}
+	}
+	head := "budget " + truncMiddle(b.Name, max(4, w-7-10-width(used)-2)) + " "
+	return head + m.bar(frac, 10, st) + " " + st.Render(used)
 }
 
 // columns are the widths of a row's fields for a window width.
 type columns struct {
-	name, kind, attempt, detail int
-	qualify                     bool
+	name, kind, attempt, trail, detail int
 }
 
-func (m *Model) columns(w int) columns {
-	c := columns{kind: 5, attempt: 13, qualify: len(m.instances) > 1}
-	longest := 4
-	for _, r := range m.rows {
-		longest = max(longest, lipgloss.Width(m.displayName(r, c.qualify)))
+// trailMin is the window width from which rows show an attempt trail.
+const trailMin = 140
+
+// columns sizes the fields for the rows first..last shown: names as wide
+// as the longest up to a fifth of the window (a quarter when wide), the
+// attempt column as its longest label there, the rest for the detail.
+func (m *Model) columns(w, first, last int) columns {
+	c := columns{kind: 5, attempt: 13}
+	nameCap := max(12, w/5)
+	if w >= 160 {
+		nameCap = w / 4
 	}
-	c.name = min(longest, max(12, w/5))
-	// "> " + symbol + " " + name + " " + kind + " " + attempt + " " + detail
+	c.name = min(m.longest, nameCap)
+	// Narrow: what the detail column can spare beyond 32 cells.
+	attCap := max(13, min(24, w-c.name-43))
+	if w >= 100 {
+		attCap = w * 3 / 10
+	}
+	for i := first; i < last; i++ {
+		r := m.visRow(i)
+		c.attempt = max(c.attempt, width(fit(attCap, r.attemptLabels()...)))
+		if w >= trailMin {
+			c.trail = max(c.trail, min(trailCap, len(r.history)))
+		}
+	}
+	// "> " + symbol + " " + name + " " + kind + " " + attempt + " " + [trail " "] + detail
 	c.detail = max(10, w-4-c.name-1-c.kind-1-c.attempt-1)
-	return c
-}
-
-func (m *Model) displayName(r *row, qualify bool) string {
-	if qualify {
-		return r.instance + " " + shortName(r.activity)
+	if c.trail > 0 {
+		c.detail = max(10, c.detail-c.trail-1)
 	}
-	return shortName(r.activity)
+	return c
 }
 
 func (m *Model) renderRow(r *row, selected bool, c columns) string {
 	s := m.styles
 	cursor := "  "
-	name := pad(ansi.Truncate(m.displayName(r, c.qualify), c.name, "…"), c.name)
+	name := pad(truncMiddle(m.displayName(r), c.name), c.name)
 	if selected {
 		cursor = s.sel.Render("> ")
 		name = s.sel.Render(name)
 	}
 	sym, detail := m.describe(r, c.detail)
-	return cursor + sym + " " + name + " " + pad(ansi.Truncate(r.kind, c.kind, "…"), c.kind) + " " +
-		pad(attemptText(r), c.attempt) + " " + detail
+	line := cursor + sym + " " + name + " " + pad(ansi.Truncate(r.kind, c.kind, "…"), c.kind) + " " +
+		pad(fit(c.attempt, r.attemptLabels()...), c.attempt) + " "
+	if c.trail > 0 {
+		line += pad(m.trail(r, c.trail), c.trail) + " "
+	}
+	return line + detail
 }
 
-func attemptText(r *row) string {
-	if r.attempt == 0 {
-		return ""
+// trailCap bounds the attempt trail; older attempts fold into "…".
+const trailCap = 12
+
+// trail is one mark per attempt, oldest first, in at most w cells:
+// ✗ failed, ! interrupted, ✓ succeeded, • running.
+func (m *Model) trail(r *row, w int) string {
+	s := m.styles
+	h := r.history
+	var b strings.Builder
+	if len(h) > w {
+		b.WriteString(s.dim.Render("…"))
+		h = h[len(h)-w+1:]
 	}
-	limit := "∞"
-	if r.maxAttempts > 0 {
-		limit = fmt.Sprint(r.maxAttempts)
+	for _, a := range h {
+		switch {
+		case !a.ended:
+			b.WriteString(s.run.Render("•"))
+		case a.succeeded:
+			b.WriteString(s.ok.Render("✓"))
+		case a.err != nil && a.err.Type == errInterrupted:
+			b.WriteString(s.dim.Render("!"))
+		default:
+			b.WriteString(s.warn.Render("✗"))
+		}
 	}
-	return fmt.Sprintf("attempt %d/%s", r.attempt, limit)
+	return b.String()
 }
 
-// describe returns a row's symbol and what it is doing.
+// describe returns a row's symbol and what it is doing, in w cells.
 func (m *Model) describe(r *row, w int) (string, string) {
 	s := m.styles
 	switch r.st {
 	case stRunning:
 		frame := spinnerFrames.Frames[int(m.now.UnixMilli()/spinnerFrames.FPS.Milliseconds())%len(spinnerFrames.Frames)]
-		return s.run.Render(frame), s.run.Render("running " + fmtDur(m.now.Sub(r.started)))
+		run := "running " + fmtDur(m.now.Sub(r.started))
+		forms := []string{run}
+		if prev := r.lastAttempt(r.attempt - 1); prev != nil && prev.err != nil {
+			forms = []string{run + " · after " + errText(prev.err), run + " · after " + errType(prev.err), run}
+		}
+		return s.run.Render(frame), s.run.Render(fit(w, forms...))
 	case stAttemptFailed:
-		return s.warn.Render("!"), s.warn.Render(fmt.Sprintf("attempt %d failed (%s)", r.attempt, errType(r.err)))
+		head := fmt.Sprintf("attempt %d failed", r.attempt)
+		return s.warn.Render("!"), s.warn.Render(fit(w, head+" ("+errText(r.err)+")", head+" ("+errType(r.err)+")", head))
 	case stRetryWait:
 		left := r.fireAt.Sub(m.now)
-		text := fmt.Sprintf("retry %d in %s", r.attempt+1, fmtDur(left))
+		key := fmt.Sprintf("retry %d in %s", r.attempt+1, fmtDur(left))
 		if left <= 0 {
-			text = fmt.Sprintf("retry %d now", r.attempt+1)
+			key = fmt.Sprintf("retry %d now", r.attempt+1)
 		}
+		forms := []string{key}
 		if r.waitSrc == "server" {
-			text += " (server asked)"
+			forms = []string{key + " (server asked)", key + " (server)", key}
 		}
-		return s.wait.Render("◌"), m.withBar(s.wait.Render(text), r, w)
+		var suffix string
+		if r.err != nil {
+			suffix = " · " + errText(r.err)
+		}
+		return s.warn.Render("◌"), m.withBar(forms, suffix, r, w, s.warn)
 	case stBudgetWait:
-		text := "waiting for budget " + r.budget
+		forms := []string{"waiting for budget " + r.budget, "budget " + r.budget, "budget"}
 		if left := r.fireAt.Sub(m.now); !r.fireAt.IsZero() && left > 0 {
-			text += " · frees in " + fmtDur(left)
+			frees := "frees in " + fmtDur(left)
+			forms = []string{forms[0] + " · " + frees, forms[1] + " · " + frees, "budget · " + frees, frees}
 		}
-		return s.warn.Render("⏸"), s.warn.Render(text)
+		return s.warn.Render("⏸"), s.warn.Render(fit(w, forms...))
 	case stSleeping:
 		if r.fireAt.IsZero() {
-			return s.wait.Render("◔"), s.wait.Render("sleeping " + fmtDur(m.now.Sub(r.started)))
+			return s.sleep.Render("◔"), s.sleep.Render(fit(w, "sleeping "+fmtDur(m.now.Sub(r.started))))
 		}
-		return s.wait.Render("◔"), m.withBar(s.wait.Render("sleeping "+fmtDur(r.fireAt.Sub(m.now))+" left"), r, w)
+		left := fmtDur(r.fireAt.Sub(m.now))
+		return s.sleep.Render("◔"), m.withBar([]string{"sleeping " + left + " left", left + " left"}, "", r, w, s.sleep)
 	case stSucceeded:
 		n := "1 attempt"
 		if r.attempt != 1 {
 			n = fmt.Sprintf("%d attempts", r.attempt)
 		}
-		return s.ok.Render("✓"), s.ok.Render(fmt.Sprintf("succeeded after %s in %s", n, fmtDur(r.duration)))
+		d := fmtDur(r.duration)
+		return s.ok.Render("✓"), s.ok.Render(fit(w, "succeeded after "+n+" in "+d, "succeeded · "+n+" · "+d, "ok "+d))
 	case stFailed:
-		return s.bad.Render("✗"), s.bad.Render("failed: " + errType(r.err) + reasonText(r.reason))
+		head := "failed: " + errType(r.err) + reasonText(r.reason)
+		forms := []string{head, errType(r.err) + reasonText(r.reason), "failed: " + errType(r.err), "failed"}
+		if msg := errMessage(r.err); msg != "" {
+			full := head + ": " + msg
+			// A long message keeps its start; e shows it whole.
+			if room := w - width(head) - 2; width(full) > w && room >= 16 {
+				full = head + ": " + ansi.Truncate(msg, room, "…")
+			}
+			forms = append([]string{full}, forms...)
+		}
+		return s.bad.Render("✗"), s.bad.Render(fit(w, forms...))
 	case stSkipped:
 		why := "upstream failed"
 		if r.reason != "" && r.reason != event.ReasonUpstreamFailed {
 			why = r.reason
 		}
-		return s.dim.Render("⊘"), s.dim.Render("skipped (" + why + ")")
+		return s.dim.Render("⊘"), s.dim.Render(fit(w, "skipped ("+why+")", "skipped"))
 	case stUnchanged:
 		return s.dim.Render("="), s.dim.Render("unchanged")
 	}
-	return s.dim.Render("…"), s.dim.Render(pendingText(r))
+	return s.dim.Render("…"), s.dim.Render(fit(w, pendingText(r), "pending"))
 }
 
 func pendingText(r *row) string {
@@ -310,14 +484,23 @@ func pendingText(r *row) string {
 	return "pending"
 }
 
-// withBar appends a draining countdown bar when there is room for one.
-func (m *Model) withBar(text string, r *row, w int) string {
-	barW := min(24, w-lipgloss.Width(text)-1)
-	if barW < 6 || r.waitTotal <= 0 {
-		return text
+// withBar draws the first text form that leaves room for a draining
+// countdown bar, with suffix when that fits too; the bar grows with the
+// window up to a third of the detail column.
+func (m *Model) withBar(forms []string, suffix string, r *row, w int, st lipgloss.Style) string {
+	if r.waitTotal > 0 {
+		frac := float64(r.fireAt.Sub(m.now)) / float64(r.waitTotal)
+		barMax := max(24, min(48, w/3))
+		for _, text := range forms {
+			if barW := min(barMax, w-width(text)-width(suffix)-1); suffix != "" && barW >= 20 {
+				return st.Render(text) + " " + m.bar(frac, barW, st) + st.Render(suffix)
+			}
+			if barW := min(barMax, w-width(text)-1); barW >= 6 {
+				return st.Render(text) + " " + m.bar(frac, barW, st)
+			}
+		}
 	}
-	frac := float64(r.fireAt.Sub(m.now)) / float64(r.waitTotal)
-	return text + " " + m.bar(frac, barW, m.styles.barFull)
+	return st.Render(fit(w, forms...))
 }
 
 // eighths lets the bar move in steps of an eighth of a cell, so a short
@@ -335,7 +518,7 @@ func (m *Model) bar(frac float64, w int, full lipgloss.Style) string {
 		b.WriteString(eighths[rem])
 		used++
 	}
-	return full.Render(b.String()) + m.styles.barEmpty.Render(strings.Repeat("░", w-used))
+	return full.Render(b.String()) + m.styles.barOff.Render(strings.Repeat("░", w-used))
 }
 
 func errType(e *event.Error) string {
@@ -343,6 +526,22 @@ func errType(e *event.Error) string {
 		return "error"
 	}
 	return e.Type
+}
+
+// errMessage is the error's message on one line.
+func errMessage(e *event.Error) string {
+	if e == nil {
+		return ""
+	}
+	return strings.Join(strings.Fields(e.Message), " ")
+}
+
+// errText is "type: message", on one line.
+func errText(e *event.Error) string {
+	if msg := errMessage(e); msg != "" {
+		return errType(e) + ": " + msg
+	}
+	return errType(e)
 }
 
 func reasonText(reason string) string {
@@ -361,210 +560,4 @@ func reasonText(reason string) string {
 		return ""
 	}
 	return " (" + reason + ")"
-}
-
-func (m *Model) helpLine(detail bool) string {
-	k := m.keys
-	binds := []struct{ k, d string }{
-		{k.Up.Help().Key + " " + k.Down.Help().Key, "select"},
-		{k.Enter.Help().Key, k.Enter.Help().Desc},
-	}
-	if detail {
-		binds = []struct{ k, d string }{{k.Back.Help().Key, k.Back.Help().Desc}}
-	}
-	if m.opts.Controller != nil {
-		binds = append(binds, struct{ k, d string }{k.Fire.Help().Key, k.Fire.Help().Desc})
-	}
-	binds = append(binds, struct{ k, d string }{k.Quit.Help().Key, k.Quit.Help().Desc})
-	if !m.opts.ReadOnly && m.opts.Controller != nil {
-		binds = append(binds, struct{ k, d string }{k.Interrupt.Help().Key, k.Interrupt.Help().Desc})
-	}
-	parts := make([]string, len(binds))
-	for i, b := range binds {
-		parts[i] = b.k + " " + m.styles.dim.Render(b.d)
-	}
-	return strings.Join(parts, m.styles.dim.Render(" · "))
-}
-
-func (m *Model) renderHistory(w int) []string {
-	s := m.styles
-	r := m.selectedRow()
-	if r == nil {
-		return []string{m.helpLine(true)}
-	}
-	sym, detail := m.describe(r, w/2)
-	out := []string{
-		s.title.Render(fmt.Sprintf("%s · %s · %s", r.activity, r.instance, r.kind)),
-		sym + " " + attemptText(r) + "  " + detail,
-		separator("attempts", w, s),
-		s.dim.Render(fmt.Sprintf("%-4s %-12s %-9s %-10s %-28s %s", "#", "start", "duration", "outcome", "error", "wait")),
-	}
-	room := max(1, m.height-len(out)-2)
-	hist := r.history
-	if len(hist) > room {
-		hist = hist[len(hist)-room:]
-	}
-	for _, a := range hist {
-		start, dur, outcome := "", "", "running"
-		if !a.start.IsZero() {
-			start = a.start.Format("15:04:05.000")
-		}
-		switch {
-		case a.ended && !a.start.IsZero():
-			dur = fmtDur(a.end.Sub(a.start))
-		case !a.ended && !a.start.IsZero():
-			dur = fmtDur(m.now.Sub(a.start))
-		}
-		errText := ""
-		if a.ended {
-			outcome = "succeeded"
-			if !a.succeeded {
-				outcome = "failed"
-				errText = errType(a.err)
-				if a.err != nil && a.err.Message != "" {
-					errText += ": " + a.err.Message
-				}
-			}
-		}
-		wait := ""
-		if a.hasWait {
-			wait = fmtDur(a.wait)
-			if a.waitSrc != "" {
-				wait += " (" + a.waitSrc + ")"
-			}
-		}
-		out = append(out, fmt.Sprintf("%-4d %-12s %-9s %-10s %-28s %s", a.n, start, dur, outcome,
-			ansi.Truncate(errText, 28, "…"), wait))
-	}
-	if len(r.history) == 0 {
-		out = append(out, s.dim.Render("no attempts yet"))
-	}
-	out = append(out, separator("", w, s), m.helpLine(true))
-	return out
-}
-
-// logLine formats an event as the plain line wf apply prints without a
-// terminal.
-func (m *Model) logLine(e logEntry) string {
-	ev := e.ev
-	who := ev.Activity
-	if len(m.instances) > 1 && ev.Instance != "" {
-		who = ev.Instance + " " + who
-	}
-	var text string
-	switch ev.Type {
-	case event.Plan:
-		if ev.Attempt == 1 {
-			return ev.Instance + ": plan: 1 activity"
-		}
-		return fmt.Sprintf("%s: plan: %d activities", ev.Instance, ev.Attempt)
-	case event.AttemptStarted:
-		text = fmt.Sprintf("attempt %d started", ev.Attempt)
-	case event.AttemptSucceeded:
-		text = fmt.Sprintf("attempt %d succeeded", ev.Attempt)
-		if ev.DurationMs != nil {
-			text += " in " + fmtDur(time.Duration(*ev.DurationMs)*time.Millisecond)
-		}
-	case event.AttemptFailed:
-		text = fmt.Sprintf("attempt %d failed (%s)", ev.Attempt, errType(ev.Error))
-		if e.follow != nil {
-			text += "; " + retryText(e.follow)
-		}
-	case event.RetryScheduled:
-		text = retryText(&ev)
-	case event.TimerRecovered:
-		text = "timer recovered"
-		if ev.FireAt != nil {
-			text += ", due in " + fmtDur(ev.FireAt.Sub(ev.Time))
-		}
-	case event.BudgetWait:
-		text = "waiting for budget"
-		if ev.Budget != nil {
-			text += fmt.Sprintf(" %s (%d/%d used)", ev.Budget.Name, ev.Budget.Used, ev.Budget.MaxRetries)
-		}
-	case event.ActivitySucceeded:
-		text = "succeeded"
-		if ev.DurationMs != nil {
-			text += " in " + fmtDur(time.Duration(*ev.DurationMs)*time.Millisecond)
-		}
-	case event.ActivityFailed:
-		text = "failed: " + errType(ev.Error) + reasonText(ev.Reason)
-	case event.ActivitySkipped:
-		text = "skipped (upstream failed)"
-	case event.RunCompleted:
-		text = "run " + ev.Status
-		if sm := ev.Summary; sm != nil {
-			text += fmt.Sprintf(": %d succeeded, %d failed, %d skipped, %d unchanged; %d attempts, %d retries",
-				sm.Succeeded, sm.Failed, sm.Skipped, sm.Unchanged, sm.Attempts, sm.Retries)
-		}
-		return text
-	default:
-		text = string(ev.Type)
-	}
-	return who + ": " + text
-}
-
-func retryText(ev *event.Event) string {
-	if ev.DelaySource == "manual" {
-		return fmt.Sprintf("retry %d fired now", ev.Attempt)
-	}
-	var d time.Duration
-	if ev.DelayMs != nil {
-		d = time.Duration(*ev.DelayMs) * time.Millisecond
-	} else if ev.FireAt != nil {
-		d = ev.FireAt.Sub(ev.Time)
-	}
-	text := fmt.Sprintf("retry %d in %s", ev.Attempt, fmtDur(d))
-	if ev.DelaySource == "server" {
-		text += " (server asked)"
-	}
-	return text
-}
-
-// fmtDur prints durations the way the rows want them: tenths of a second
-// below a minute (so countdowns move every frame), then minutes and
-// seconds, then hours and minutes.
-func fmtDur(d time.Duration) string {
-	if d < 0 {
-		d = 0
-	}
-	switch {
-	case d < time.Minute:
-		// Round to tenths so a timer set to 2.4s reads 2.4s, not 2.3s.
-		return fmt.Sprintf("%.1fs", math.Round(d.Seconds()*10)/10)
-	case d < time.Hour:
-		mins, secs := int(d/time.Minute), int((d%time.Minute)/time.Second)
-		if secs == 0 {
-			return fmt.Sprintf("%dm", mins)
-		}
-		return fmt.Sprintf("%dm%02ds", mins, secs)
-	default:
-		h, mins := int(d/time.Hour), int((d%time.Hour)/time.Minute)
-		return fmt.Sprintf("%dh%02dm", h, mins)
-	}
-}
-
-// pad right-pads s with spaces to width cells.
-func pad(s string, width int) string {
-	if n := lipgloss.Width(s); n < width {
-		return s + strings.Repeat(" ", width-n)
-	}
-	return s
-}
-
-// spread puts left and right on one line of width w.
-func spread(left, right string, w int) string {
-	gap := w - lipgloss.Width(left) - lipgloss.Width(right)
-	if gap < 2 {
-		return left + "  " + right
-	}
-	return left + strings.Repeat(" ", gap) + right
-}
-
-func separator(label string, w int, s styles) string {
-	if label == "" {
-		return s.dim.Render(strings.Repeat("─", w))
-	}
-	head := "── " + label + " "
-	return s.dim.Render(head + strings.Repeat("─", max(0, w-lipgloss.Width(head))))
 }

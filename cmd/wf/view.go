@@ -164,8 +164,12 @@ func fmtPlan(e event.Event) string {
 	return fmt.Sprintf("%s: starting, %d of %d %s to run", e.Instance, run, len(e.Activities), plural(len(e.Activities), "activity", "activities"))
 }
 
+// fmtAttempt is "attempt k/N" while k is within the limit N of the rule
+// that speaks; attempts are numbered across rules and interrupted ones are
+// numbered but never counted, so beyond N it is "attempt k" alone: never
+// k > N.
 func fmtAttempt(e event.Event) string {
-	if e.MaxAttempts > 0 {
+	if e.MaxAttempts > 0 && e.Attempt <= e.MaxAttempts {
 		return fmt.Sprintf("attempt %d/%d", e.Attempt, e.MaxAttempts)
 	}
 	return fmt.Sprintf("attempt %d", e.Attempt)
@@ -174,7 +178,7 @@ func fmtAttempt(e event.Event) string {
 func fmtAttemptStarted(e event.Event) string {
 	s := fmt.Sprintf("%s: %s started", e.Activity, fmtAttempt(e))
 	if e.Interrupted > 0 {
-		// Explains N: interrupted attempts are numbered, not counted.
+		// Interrupted attempts are numbered, not counted against N.
 		s += fmt.Sprintf(" (%d interrupted before, not counted)", e.Interrupted)
 	}
 	return s

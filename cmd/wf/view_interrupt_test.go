@@ -24,11 +24,11 @@ func TestPlainViewInterruptedLines(t *testing.T) {
 			batch: []event.Event{
 				{Type: event.AttemptFailed, Instance: inst, Activity: "activity.charge", Attempt: 1, Error: &event.Error{Type: "interrupted"}},
 				{Type: event.RetryScheduled, Instance: inst, Activity: "activity.charge", Attempt: 2, DelayMs: event.Ms(0), DelaySource: event.SourceInterrupted},
-				{Type: event.AttemptStarted, Instance: inst, Activity: "activity.charge", Attempt: 2, MaxAttempts: 2, Interrupted: 1},
+				{Type: event.AttemptStarted, Instance: inst, Activity: "activity.charge", Attempt: 2, MaxAttempts: 1, Interrupted: 1},
 			},
 			want: []string{
 				"activity.charge: attempt 1 failed (interrupted); retry 2 now (an interrupted attempt does not count against the retry policy)",
-				"activity.charge: attempt 2/2 started (1 interrupted before, not counted)",
+				"activity.charge: attempt 2 started (1 interrupted before, not counted)",
 			},
 		},
 		{

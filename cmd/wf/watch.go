@@ -23,7 +23,7 @@ type WatchCommand struct {
 func (cmd *WatchCommand) Run(ctx context.Context, args []string) error {
 	c := cmd.cli
 	fs := c.newFlagSet("watch", "wf watch [options] [DIR]",
-		"Show the dashboard of the wf apply running on the state of DIR (default\n\".\"). q and Ctrl-C only close the view; r fires the selected pending retry.")
+		"Show the dashboard of the wf apply running on the state of DIR (default\n\".\"). q and Ctrl-C close the view and leave the apply running; r fires\nthe selected pending retry; ? lists every key.")
 	cmd.flags.registerState(fs)
 	cmd.engine.register(fs, false)
 	dir, err := parseDir(fs, args)
@@ -73,7 +73,8 @@ func (cmd *WatchCommand) Run(ctx context.Context, args []string) error {
 }
 
 // remoteController sends fire-now requests over the socket; a watcher can
-// neither detach nor interrupt the apply it watches.
+// neither stop nor interrupt the apply it watches (the dashboard is
+// read-only, so Detach and Interrupt are never called).
 type remoteController struct {
 	sub    *event.Subscription
 	stderr io.Writer

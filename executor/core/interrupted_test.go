@@ -125,8 +125,8 @@ func TestInterruptedCountsAgainstNoLimit(t *testing.T) {
 	}
 	h.at(2 * time.Second)
 	r = h.tick()
-	if st := eventsOf(r, event.AttemptStarted); len(st) != 1 || st[0].Attempt != 3 || st[0].MaxAttempts != 4 || st[0].Interrupted != 1 {
-		t.Fatalf("attempt_started = %+v; want attempt 3/4 (3 counted + 1 interrupted)", st)
+	if st := eventsOf(r, event.AttemptStarted); len(st) != 1 || st[0].Attempt != 3 || st[0].MaxAttempts != 3 || st[0].Interrupted != 1 {
+		t.Fatalf("attempt_started = %+v; want attempt 3, limit 3, 1 interrupted (carried apart from the limit)", st)
 	}
 	h.interrupt("a") // attempt 3
 	r = h.finish("a", fail("exit:1"))
@@ -135,8 +135,8 @@ func TestInterruptedCountsAgainstNoLimit(t *testing.T) {
 	}
 	h.at(5 * time.Second)
 	r = h.tick()
-	if st := eventsOf(r, event.AttemptStarted); len(st) != 1 || st[0].Attempt != 5 || st[0].MaxAttempts != 5 {
-		t.Fatalf("attempt_started = %+v; want attempt 5/5 (3 counted + 2 interrupted)", st)
+	if st := eventsOf(r, event.AttemptStarted); len(st) != 1 || st[0].Attempt != 5 || st[0].MaxAttempts != 3 || st[0].Interrupted != 2 {
+		t.Fatalf("attempt_started = %+v; want attempt 5, limit 3, 2 interrupted", st)
 	}
 	r = h.finish("a", fail("exit:1"))
 	af := eventsOf(r, event.ActivityFailed)
@@ -181,11 +181,13 @@ func TestInterruptedInRun(t *testing.T) {
 	if len(r.Start) != 1 || r.Start[0].Number != 3 || r.Start[0].IdempotencyKey != key {
 		t.Fatalf("next run: start %+v; want attempt 3 under key %s", r.Start, key)
 	}
-	if st := eventsOf(r, event.AttemptStarted); st[0].MaxAttempts != 3 {
-		t.Fatalf("attempt 3 shows max %d; want 3 (1 + 2 interrupted)", st[0].MaxAttempts)
+	// max_attempts is the rule's limit; the two interrupted attempts are
+	// carried apart, so views never show attempt 3 of 1 as a breach.
+	if st := eventsOf(r, event.AttemptStarted); st[0].MaxAttempts != 1 || st[0].Interrupted != 2 {
+		t.Fatalf("attempt 3 shows max %d, interrupted %d; want 1 and 2", st[0].MaxAttempts, st[0].Interrupted)
 	}
-	if plan := eventsOf(r, event.Plan)[0]; plan.Activities[0].MaxAttempts != 3 {
-		t.Fatalf("plan max attempts = %d; want 3", plan.Activities[0].MaxAttempts)
+	if plan := eventsOf(r, event.Plan)[0]; plan.Activities[0].MaxAttempts != 1 {
+		t.Fatalf("plan max attempts = %d; want 1", plan.Activities[0].MaxAttempts)
 	}
 }
 

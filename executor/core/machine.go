@@ -454,9 +454,6 @@ func (c *Core) initInstance(in *inst) {
 		}
 		if a.mode == ModeResume && a.rec != nil {
 			info.Attempts = a.rec.Attempts
-			if info.MaxAttempts > 0 {
-				info.MaxAttempts += a.rec.Interrupted
-			}
 		}
 		plan.Activities = append(plan.Activities, info)
 	}
@@ -761,6 +758,9 @@ func (c *Core) result(res Result) {
 		return
 	}
 	c.running--
+	// The attempt's events carry the tail of what it printed (the
+	// dashboard's l view, for wf apply and wf watch alike).
+	defer c.attachOutput(len(c.out.Events), res)
 	end := res.End
 	if end.IsZero() {
 		end = c.now
@@ -1230,6 +1230,7 @@ func (c *Core) ev(a *act, t event.Type) event.Event {
 		Activity:    "activity." + a.cfg.Name,
 		Kind:        string(a.cfg.Kind),
 		MaxAttempts: a.maxAttempts(),
+		Rule:        a.ruleRef(),
 		Budget:      c.usage(a),
 	}
 	if a.rec != nil {
@@ -1238,19 +1239,79 @@ func (c *Core) ev(a *act, t event.Type) event.Event {
 	return ev
 }
 
-// maxAttempts is the limit shown for an activity: its last rule's (the
-// catch-all), 1 without any retry rule, 0 for unlimited; raised by the
-// generation's interrupted attempts, which are numbered but not counted,
-// so that "attempt k/N" never shows k > N because of them.
+// maxAttempts is the limit shown for an activity: the speaking rule's, else
+// its last rule's (the catch-all), 1 without any retry rule, 0 for
+// unlimited.
 func (a *act) maxAttempts() int {
-	n := maxAttempts(a.cfg)
-	if a.rule >= 0 && a.rule < len(a.cfg.Rules) {
-		n = a.cfg.Rules[a.rule].Policy.MaximumAttempts
+	if i := a.speakingRule(); i >= 0 {
+		return a.cfg.Rules[i].Policy.MaximumAttempts
 	}
-	if n > 0 && a.rec != nil {
-		n += a.rec.Interrupted
+	return maxAttempts(a.cfg)
+}
+
+// speakingRule is the index of the rule whose limit applies: the one that
+// decided the last failure, the only one, or after a resume the one the
+// last error matches (the first whose on patterns match, as retry.Decide
+// picks); -1 when none has spoken yet.
+func (a *act) speakingRule() int {
+	rules := a.cfg.Rules
+	switch {
+	case a.rule >= 0 && a.rule < len(rules):
+		return a.rule
+	case len(rules) == 1:
+		return 0
+	case a.rec == nil || a.rec.LastError == nil || a.rec.LastError.NonRetryable || a.rec.LastError.Type == TypeInterrupted:
+		return -1
 	}
-	return n
+	for i, r := range rules {
+		if len(r.On) == 0 || retry.MatchAny(r.On, a.rec.LastError.Type) {
+			return i
+		}
+	}
+	return -1
+}
+
+// ruleRef says which rule speaks and what the rules have counted, so that
+// views never show more attempts than the limit (see event.RuleRef).
+func (a *act) ruleRef() *event.RuleRef {
+	if len(a.cfg.Rules) == 0 || a.rec == nil {
+		return nil
+	}
+	ref := &event.RuleRef{Rules: len(a.cfg.Rules)}
+	for _, n := range a.rec.RuleCounts {
+		ref.CountedAll += n
+	}
+	if i := a.speakingRule(); i >= 0 {
+		ref.Index, ref.On = i+1, a.cfg.Rules[i].On
+		if i < len(a.rec.RuleCounts) {
+			ref.Counted = a.rec.RuleCounts[i]
+		}
+	}
+	return ref
+}
+
+// attachOutput gives the attempt_succeeded or attempt_failed event emitted
+// since index from for res the tail of what the attempt printed.
+func (c *Core) attachOutput(from int, res Result) {
+	if len(res.Outputs) == 0 || from >= len(c.out.Events) {
+		return
+	}
+	var o struct{ Stdout, Stderr, Body string }
+	if json.Unmarshal(res.Outputs, &o) != nil {
+		return
+	}
+	out := event.NewOutput(o.Stdout, o.Stderr, o.Body)
+	if out == nil {
+		return
+	}
+	name := "activity." + res.Activity
+	for i := from; i < len(c.out.Events); i++ {
+		ev := &c.out.Events[i]
+		if (ev.Type == event.AttemptSucceeded || ev.Type == event.AttemptFailed) && ev.Attempt == res.Number && ev.Activity == name {
+			ev.Output = out
+			return
+		}
+	}
 }
 
 func maxAttempts(a *config.Activity) int {

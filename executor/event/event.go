@@ -3,7 +3,11 @@
 // Publishing never blocks: a slow view cannot slow the executor.
 package event
 
-import "time"
+import (
+	"strings"
+	"time"
+	"unicode/utf8"
+)
 
 // Type is an event type; the names are part of the -json contract.
 type Type string
@@ -176,10 +180,85 @@ type Event struct {
 	ScheduledAt *time.Time `json:"scheduled_at,omitempty"`
 	// Breaker names the circuit breaker of circuit_* events.
 	Breaker string `json:"breaker,omitempty"`
+	// Rule says which retry rule MaxAttempts belongs to and what the rules
+	// have counted, on the events of activities with retry rules.
+	Rule *RuleRef `json:"rule,omitempty"`
+	// Output is the end of what the attempt printed, on attempt_succeeded
+	// and attempt_failed of exec and http attempts.
+	Output *Output `json:"output,omitempty"`
+}
+
+// RuleRef names the retry rule that speaks for an activity: the one whose
+// maximum_attempts is the event's MaxAttempts. Views use it to show
+// "attempt 6 · http:429 rule 2/10" instead of a limit that changes without
+// saying why, and to never show more attempts than the limit: attempts are
+// numbered across rules, but each rule counts only the failures it matched,
+// and an interrupted attempt may be counted by none.
+type RuleRef struct {
+	// Index is the rule's position among the activity's retry blocks,
+	// 1-based; 0 while none has decided a failure yet (several rules).
+	Index int `json:"index"`
+	// Rules is how many retry rules the activity has.
+	Rules int `json:"rules"`
+	// On is the rule's on patterns; empty when it matches every error.
+	On []string `json:"on,omitempty"`
+	// Counted is the failures this rule has counted so far; MaxAttempts
+	// bounds it.
+	Counted int `json:"counted"`
+	// CountedAll is the failures all the activity's rules have counted.
+	// Ended attempts beyond it were counted by no rule (interrupted).
+	CountedAll int `json:"counted_all"`
+}
+
+// OutputTail bounds each stream in Output, so that events stay small on
+// the bus, on the event socket and in the dashboard's memory.
+const OutputTail = 4 << 10
+
+// Output is the tail (at most OutputTail bytes each, cut at a line or rune
+// boundary) of what an attempt printed: stdout and stderr for exec, the
+// response body for http. The *Bytes fields are the sizes before the cut.
+type Output struct {
+	Stdout      string `json:"stdout,omitempty"`
+	StdoutBytes int    `json:"stdout_bytes,omitempty"`
+	Stderr      string `json:"stderr,omitempty"`
+	StderrBytes int    `json:"stderr_bytes,omitempty"`
+	Body        string `json:"body,omitempty"`
+	BodyBytes   int    `json:"body_bytes,omitempty"`
 }
 
 // Ms is a helper for the *int64 millisecond fields.
 func Ms(d time.Duration) *int64 {
 	v := d.Milliseconds()
 	return &v
+}
+
+// NewOutput builds an Output from what an attempt captured; nil when it
+// printed nothing.
+func NewOutput(stdout, stderr, body string) *Output {
+	if stdout == "" && stderr == "" && body == "" {
+		return nil
+	}
+	return &Output{
+		Stdout: tail(stdout), StdoutBytes: len(stdout),
+		Stderr: tail(stderr), StderrBytes: len(stderr),
+		Body: tail(body), BodyBytes: len(body),
+	}
+}
+
+// tail keeps the last OutputTail bytes of s, starting at a line when one
+// begins in the first quarter of the kept part, else at a rune.
+func tail(s string) string {
+	if len(s) <= OutputTail {
+		return s
+	}
+	t := s[len(s)-OutputTail:]
+	if i := strings.IndexByte(t[:OutputTail/4], '\n'); i >= 0 {
+		return t[i+1:]
+	}
+	for i := 0; i < len(t) && i < utf8.UTFMax; i++ {
+		if utf8.RuneStart(t[i]) {
+			return t[i:]
+		}
+	}
+	return t
 }

@@ -397,7 +397,7 @@ func (r *kindResolver) eval(a *Activity, upstream map[string]cty.Value, static b
 	res := &Resolved{}
 	switch r.kind {
 	case KindExec:
-		spec := &ExecSpec{Dir: r.dir}
+		spec := &ExecSpec{Dir: r.dir, WrittenDir: "."}
 		if attr, v, ok := get("command"); ok {
 			cmd, d := parseStrings(v, attr.Expr, "command")
 			if add(d) && len(cmd) == 0 {
@@ -430,6 +430,7 @@ func (r *kindResolver) eval(a *Activity, upstream map[string]cty.Value, static b
 		if attr, v, ok := get("dir"); ok {
 			dir, d := parseString(v, attr.Expr, "dir")
 			if add(d) {
+				spec.WrittenDir = filepath.Clean(dir)
 				if !filepath.IsAbs(dir) {
 					dir = filepath.Join(r.dir, dir)
 				}

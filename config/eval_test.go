@@ -178,7 +178,7 @@ func TestResolve(t *testing.T) {
 		t.Fatal(diags)
 	}
 	wantExec := &ExecSpec{Command: []string{"./charge", "42"}, Env: map[string]string{"API": "http://127.0.0.1:8080"},
-		Dir: filepath.Join(cfg.Dir, "bin")}
+		Dir: filepath.Join(cfg.Dir, "bin"), WrittenDir: "bin"}
 	if !reflect.DeepEqual(res.Exec, wantExec) || res.HTTP != nil || res.Sleep != nil {
 		t.Errorf("exec = %+v, want %+v", res.Exec, wantExec)
 	}

@@ -129,7 +129,14 @@ type ExecSpec struct {
 	Script  string            `json:"script,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
 	// Dir is absolute: the config directory unless `dir` says otherwise.
+	// It is where the process runs, and is left out of the definition hash:
+	// the configuration must keep its identity when its directory is moved,
+	// cloned or reached through a symlink (SPEC §4.2).
 	Dir string `json:"dir"`
+	// WrittenDir is `dir` as written in the configuration, cleaned: relative
+	// to the configuration directory (default ".") unless written absolute.
+	// The definition hash covers this one instead of Dir.
+	WrittenDir string `json:"-"`
 }
 
 // HTTPSpec is one HTTP request.

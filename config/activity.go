@@ -40,7 +40,7 @@ var kindSchemas = map[Kind]*hcl.BodySchema{
 	}},
 	KindHTTP: {Attributes: []hcl.AttributeSchema{
 		{Name: "url", Required: true}, {Name: "method"}, {Name: "headers"}, {Name: "body"},
-		{Name: "expect_status"}, {Name: "insecure_skip_verify"},
+		{Name: "expect_status"}, {Name: "insecure_skip_verify"}, {Name: "max_response_bytes"},
 	}},
 	KindSleep: {Attributes: []hcl.AttributeSchema{
 		{Name: "duration", Required: true},
@@ -88,8 +88,10 @@ func (l *loader) loadWorkflow(name string, b *hcl.Block) *Workflow {
 		}
 	}
 
-	// Names first: an activity may refer to one declared after it.
+	// Names (and kinds) first: an activity may refer to one declared after
+	// it.
 	names := map[string]bool{}
+	kinds := map[string]Kind{}
 	first := map[string]hcl.Range{}
 	var blocks []*hcl.Block
 	for _, ab := range content.Blocks {
@@ -105,21 +107,42 @@ func (l *loader) loadWorkflow(name string, b *hcl.Block) *Workflow {
 		}
 		first[an] = ab.DefRange
 		names[an] = true
+		kinds[an] = kindOf(ab)
 		blocks = append(blocks, ab)
 	}
 	for _, ab := range blocks {
-		if a := l.loadActivity(w.Name, ab, names); a != nil {
+		if a := l.loadActivity(w, ab, names, kinds); a != nil {
 			w.Activities = append(w.Activities, a)
 		}
 	}
 	return w
 }
 
-func (l *loader) loadActivity(workflow string, b *hcl.Block, names map[string]bool) *Activity {
+// kindOf returns the kind of an activity block with exactly one kind
+// block, and "" otherwise (loadActivity reports that).
+func kindOf(b *hcl.Block) Kind {
+	content, _, _ := b.Body.PartialContent(activitySchema)
+	if content == nil {
+		return ""
+	}
+	var kind Kind
+	for _, cb := range content.Blocks {
+		if cb.Type == "retry" {
+			continue
+		}
+		if kind != "" {
+			return ""
+		}
+		kind = Kind(cb.Type)
+	}
+	return kind
+}
+
+func (l *loader) loadActivity(w *Workflow, b *hcl.Block, names map[string]bool, kinds map[string]Kind) *Activity {
 	name := b.Labels[0]
 	a := &Activity{
 		Name:            name,
-		Workflow:        workflow,
+		Workflow:        w.Name,
 		DependsOnRanges: map[string]hcl.Range{},
 		DeclRange:       b.DefRange,
 	}
@@ -157,7 +180,7 @@ func (l *loader) loadActivity(workflow string, b *hcl.Block, names map[string]bo
 		kc, d := kb.Body.Content(kindSchemas[a.Kind])
 		l.addDiags(d)
 		if kc != nil {
-			kindScope := scope{where: "an activity", activities: names, self: name}
+			kindScope := scope{where: "an activity", activities: names, kinds: kinds, self: name}
 			attrsOK := true
 			for _, attr := range sortedAttrs(kc.Attributes) {
 				refs, ok := l.checkRefs(attr.Expr, kindScope)
@@ -184,6 +207,7 @@ func (l *loader) loadActivity(workflow string, b *hcl.Block, names map[string]bo
 					vars:     l.staticVars(),
 					funcs:    l.funcs,
 					dir:      l.absDir,
+					workflow: w,
 				}
 			}
 		}
@@ -215,9 +239,12 @@ func (l *loader) loadActivity(workflow string, b *hcl.Block, names map[string]bo
 	if kr != nil {
 		// Check what can be checked before the run: with upstream outputs
 		// unknown, every value that does not depend on them is validated.
-		_, d := kr.eval(a, nil, true)
+		res, d := kr.eval(a, nil, true)
 		l.addDiags(d)
 		a.resolver = kr
+		if res != nil && res.HTTP != nil {
+			a.maxResponseBytes = res.HTTP.MaxResponseBytes
+		}
 	}
 	return a
 }
@@ -336,6 +363,8 @@ type kindResolver struct {
 	vars     map[string]cty.Value
 	funcs    map[string]function.Function
 	dir      string
+	// workflow finds upstream activities, to say why a result is missing.
+	workflow *Workflow
 }
 
 func (r *kindResolver) resolve(a *Activity, upstream map[string]cty.Value) (*Resolved, hcl.Diagnostics) {
@@ -363,6 +392,15 @@ func (r *kindResolver) eval(a *Activity, upstream map[string]cty.Value, static b
 	ctx := &hcl.EvalContext{Variables: vars, Functions: r.funcs}
 
 	var diags hcl.Diagnostics
+	if !static {
+		// A cut body has no result: say so, instead of evaluating null.
+		for _, attr := range sortedAttrs(r.attrs) {
+			diags = append(diags, truncatedResultRefs(attr.Expr, upstream, r.workflow)...)
+		}
+		if diags.HasErrors() {
+			return nil, diags
+		}
+	}
 	// get evaluates one attribute; ok is false when it is absent, null,
 	// failed or (in static mode) not known yet.
 	get := func(name string) (*hcl.Attribute, cty.Value, bool) {
@@ -498,6 +536,17 @@ func (r *kindResolver) eval(a *Activity, upstream map[string]cty.Value, static b
 			b, d := parseBool(v, attr.Expr, "insecure_skip_verify")
 			add(d)
 			spec.InsecureSkipVerify = b
+		}
+		if attr, v, ok := get("max_response_bytes"); ok {
+			n, d := parseInt64(v, attr.Expr, "max_response_bytes")
+			if add(d) {
+				if n < 1 || n > MaxMaxResponseBytes {
+					add(&hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid max_response_bytes",
+						Detail:  fmt.Sprintf("max_response_bytes must be between 1 and %d (64 MiB), got %d.", MaxMaxResponseBytes, n),
+						Subject: attr.Expr.Range().Ptr()})
+				}
+				spec.MaxResponseBytes = n
+			}
 		}
 		res.HTTP = spec
 	case KindSleep:

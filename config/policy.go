@@ -19,6 +19,8 @@ const (
 	// DefaultMaxIntervalFactor: maximum_interval defaults to this many
 	// initial intervals.
 	DefaultMaxIntervalFactor = 100
+	// DefaultMaximumRetryAfter caps a delay the activity asks for.
+	DefaultMaximumRetryAfter = retry.DefaultMaximumRetryAfter
 )
 
 var budgetSchema = &hcl.BodySchema{
@@ -41,6 +43,7 @@ var policyAttrs = []hcl.AttributeSchema{
 	{Name: "retryable_errors"},
 	{Name: "retry_if"},
 	{Name: "honor_retry_after"},
+	{Name: "maximum_retry_after"},
 	{Name: "budget"},
 }
 
@@ -76,6 +79,7 @@ type spec struct {
 	retryable    *[]string
 	retryIf      hcl.Expression
 	honor        *bool
+	maxRetryAft  *time.Duration
 	budget       *string
 	// ranges holds the range of every attribute that was set.
 	ranges map[string]hcl.Range
@@ -123,6 +127,9 @@ func (s spec) over(top spec) spec {
 	}
 	if top.honor != nil {
 		out.honor = top.honor
+	}
+	if top.maxRetryAft != nil {
+		out.maxRetryAft = top.maxRetryAft
 	}
 	if top.budget != nil {
 		out.budget = top.budget
@@ -334,6 +341,16 @@ func (l *loader) decodeSpec(attrs hcl.Attributes) (spec, bool) {
 			if b, d = parseBool(v, a.Expr, a.Name); d == nil {
 				s.honor = &b
 			}
+		case "maximum_retry_after":
+			var dur time.Duration
+			if dur, d = parseDuration(v, a.Expr, a.Name); d == nil {
+				if dur == 0 {
+					bad(a, "Invalid maximum_retry_after",
+						"maximum_retry_after must be longer than zero: it caps the delay an activity asks for (Retry-After). To ignore such delays, set honor_retry_after = false.")
+				} else {
+					s.maxRetryAft = &dur
+				}
+			}
 		}
 		if d != nil {
 			fail(d)
@@ -465,11 +482,12 @@ func describe(v cty.Value) string {
 // set, so a conflict is reported where the user wrote it.
 func (l *loader) finalize(s spec, own map[string]hcl.Range, fallback *hcl.Range) (retry.Rule, bool) {
 	p := retry.Policy{
-		Backoff:         retry.Exponential,
-		InitialInterval: DefaultInitialInterval,
-		Coefficient:     DefaultCoefficient,
-		Jitter:          retry.Jitter{Mode: retry.JitterNone},
-		HonorRetryAfter: true,
+		Backoff:           retry.Exponential,
+		InitialInterval:   DefaultInitialInterval,
+		Coefficient:       DefaultCoefficient,
+		Jitter:            retry.Jitter{Mode: retry.JitterNone},
+		HonorRetryAfter:   true,
+		MaximumRetryAfter: DefaultMaximumRetryAfter,
 	}
 	if s.backoff != nil {
 		p.Backoff = *s.backoff
@@ -504,6 +522,9 @@ func (l *loader) finalize(s spec, own map[string]hcl.Range, fallback *hcl.Range)
 	}
 	if s.honor != nil {
 		p.HonorRetryAfter = *s.honor
+	}
+	if s.maxRetryAft != nil {
+		p.MaximumRetryAfter = *s.maxRetryAft
 	}
 	if s.budget != nil {
 		p.Budget = *s.budget

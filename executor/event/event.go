@@ -114,6 +114,12 @@ type Event struct {
 	Summary *Summary `json:"summary,omitempty"`
 	// IdempotencyKey is set on attempt_started.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
+
+	// DelayCapped is set on retry_scheduled when the activity asked for a
+	// longer delay (RequestedDelayMs) than the policy's maximum_retry_after
+	// allows, so DelayMs is that cap instead.
+	DelayCapped      bool   `json:"delay_capped,omitempty"`
+	RequestedDelayMs *int64 `json:"requested_delay_ms,omitempty"`
 }
 
 // Ms is a helper for the *int64 millisecond fields.

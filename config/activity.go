@@ -205,7 +205,7 @@ func (l *loader) loadActivity(w *Workflow, b *hcl.Block, names map[string]bool, 
 					attrs:    kc.Attributes,
 					defRange: kb.DefRange,
 					vars:     l.staticVars(),
-					funcs:    l.funcs,
+					funcs:    l.runFuncs,
 					dir:      l.absDir,
 					workflow: w,
 				}
@@ -239,7 +239,7 @@ func (l *loader) loadActivity(w *Workflow, b *hcl.Block, names map[string]bool, 
 	if kr != nil {
 		// Check what can be checked before the run: with upstream outputs
 		// unknown, every value that does not depend on them is validated.
-		res, d := kr.eval(a, nil, true)
+		res, d := kr.eval(a, nil, true, l.budget, l.ctxWith)
 		l.addDiags(d)
 		a.resolver = kr
 		if res != nil && res.HTTP != nil {
@@ -368,12 +368,16 @@ type kindResolver struct {
 }
 
 func (r *kindResolver) resolve(a *Activity, upstream map[string]cty.Value) (*Resolved, hcl.Diagnostics) {
-	return r.eval(a, upstream, false)
+	b := newBudget(runLimits)
+	return r.eval(a, upstream, false, b, withBudgetLayer(r.funcs, b))
 }
 
 // eval evaluates the kind block. With static set, upstream outputs are all
 // unknown and values that depend on them are skipped instead of reported.
-func (r *kindResolver) eval(a *Activity, upstream map[string]cty.Value, static bool) (*Resolved, hcl.Diagnostics) {
+//
+// b is what the evaluation may spend and funcs its function table, bound
+// to b: the loader's at load time, a fresh one per call at run time.
+func (r *kindResolver) eval(a *Activity, upstream map[string]cty.Value, static bool, b *budget, funcs ctxFunc) (*Resolved, hcl.Diagnostics) {
 	acts := make(map[string]cty.Value, len(a.DependsOn))
 	var missing []string
 	for _, dep := range a.DependsOn {
@@ -389,7 +393,7 @@ func (r *kindResolver) eval(a *Activity, upstream map[string]cty.Value, static b
 		vars[k] = v
 	}
 	vars["activity"] = cty.ObjectVal(acts)
-	ctx := &hcl.EvalContext{Variables: vars, Functions: r.funcs}
+	ctx := funcs(vars)
 
 	var diags hcl.Diagnostics
 	if !static {
@@ -408,7 +412,7 @@ func (r *kindResolver) eval(a *Activity, upstream map[string]cty.Value, static b
 		if !present {
 			return nil, cty.NilVal, false
 		}
-		v, d := attr.Expr.Value(ctx)
+		v, d := evaluate(attr.Expr, ctx, b)
 		diags = append(diags, d...)
 		if d.HasErrors() {
 			return attr, cty.NilVal, false

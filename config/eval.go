@@ -157,7 +157,7 @@ func (l *loader) evalStatic(expr hcl.Expression, sc scope) (cty.Value, bool) {
 	if _, ok := l.checkRefs(expr, sc); !ok {
 		return cty.DynamicVal, false
 	}
-	v, d := expr.Value(l.staticCtx())
+	v, d := l.evalLoad(expr)
 	l.addDiags(d)
 	if d.HasErrors() {
 		return cty.DynamicVal, false
@@ -381,7 +381,7 @@ func (l *loader) checkFuncs(expr hcl.Expression) bool {
 	ok := true
 	_ = hclsyntax.VisitAll(sx, func(n hclsyntax.Node) hcl.Diagnostics {
 		call, isCall := n.(*hclsyntax.FunctionCallExpr)
-		if !isCall {
+		if !isCall || isGuard(call.Name) {
 			return nil
 		}
 		if _, found := l.funcs[call.Name]; !found {

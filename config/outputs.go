@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
@@ -157,6 +158,13 @@ func OutputsValue(raw json.RawMessage) (cty.Value, error) {
 	if trimmed[0] != '{' {
 		return cty.NilVal, fmt.Errorf("decode outputs: want a JSON object, got %.20q", trimmed)
 	}
+	// The decoder recurses per level of nesting, and a number like
+	// 1e9999999 takes minutes to print once it is decoded: both are
+	// checked first (the size is whatever the activity was allowed to
+	// write).
+	if err := checkJSONShape(string(trimmed), math.MaxInt64/2); err != nil {
+		return cty.NilVal, fmt.Errorf("decode outputs: %w", err)
+	}
 	ty, err := ctyjson.ImpliedType(trimmed)
 	if err != nil {
 		return cty.NilVal, fmt.Errorf("decode outputs: %w", err)
@@ -164,6 +172,9 @@ func OutputsValue(raw json.RawMessage) (cty.Value, error) {
 	v, err := ctyjson.Unmarshal(trimmed, ty)
 	if err != nil {
 		return cty.NilVal, fmt.Errorf("decode outputs: %w", err)
+	}
+	if _, _, le := valueCost(v, plainCost, math.MaxInt64/2, math.MaxInt64/2); le != nil {
+		return cty.NilVal, fmt.Errorf("decode outputs: %w", le)
 	}
 	return v, nil
 }

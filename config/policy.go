@@ -417,7 +417,7 @@ func (l *loader) checkRetryIf(expr hcl.Expression) bool {
 	if _, ok := l.checkRefs(expr, sc); !ok {
 		return false
 	}
-	v, d := expr.Value(l.retryIfCtx(l.staticVars(), cty.UnknownVal(errorObjectType), cty.UnknownVal(cty.Number), cty.UnknownVal(cty.Number)))
+	v, d := evaluate(expr, l.retryIfCtx(l.scopedVars(expr), cty.UnknownVal(errorObjectType), cty.UnknownVal(cty.Number), cty.UnknownVal(cty.Number)), l.budget)
 	l.addDiags(d)
 	if d.HasErrors() {
 		return false
@@ -449,14 +449,15 @@ func retryIfCtx(base map[string]cty.Value, funcs map[string]function.Function, e
 // closure owns copies of the static scope, so it is safe for concurrent use.
 func (l *loader) compileRetryIf(expr hcl.Expression) retry.Predicate {
 	base := l.staticVars()
-	funcs := l.funcs
+	funcs := l.runFuncs
 	return func(f retry.Failure, attempt int, elapsed time.Duration) (bool, error) {
 		errVal := cty.ObjectVal(map[string]cty.Value{
 			"type":    cty.StringVal(f.Type),
 			"message": cty.StringVal(f.Message),
 		})
+		b := newBudget(runLimits)
 		ctx := retryIfCtx(base, funcs, errVal, cty.NumberIntVal(int64(attempt)), cty.NumberFloatVal(elapsed.Seconds()))
-		v, d := expr.Value(ctx)
+		v, d := evaluate(expr, withBudgetLayer(funcs, b)(ctx.Variables), b)
 		if d.HasErrors() {
 			return false, fmt.Errorf("evaluate retry_if at %s: %s", expr.Range(), d.Error())
 		}

@@ -358,7 +358,7 @@ func preChecks(lim limits) map[string]preCheck {
 // Step costs of particular functions, measured against a step being about
 // the time to walk one node of a value.
 const (
-	regexStepsDiv = 16 // pattern bytes x string bytes per step
+	regexStepsDiv = 16  // pattern bytes x string bytes per step
 	chunkSteps    = 160 // per chunk chunklist builds
 )
 

@@ -107,7 +107,7 @@ type budget struct {
 	spends             int
 	// reported is set once the exhaustion has been reported, so that the
 	// thousands of evaluations that fail after it stay quiet.
-	reported bool
+	reported     bool
 	steps, bytes int64
 	// valueBytes is the largest value this evaluation may hold, and
 	// totalBytes what bytes started at.

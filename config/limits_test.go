@@ -197,9 +197,9 @@ workflow "w" {
 
 func TestDistinctKeepsFirstOccurrences(t *testing.T) {
 	for src, want := range map[string]string{
-		`distinct([3, 1, 2.0, 1, 2, 3.0])`:             `[3,1,2]`,
-		`distinct([{a = 1}, {a = 1.0}, {a = 2}])`:      `[{"a":1},{"a":2}]`,
-		`distinct([["x"], ["y"], ["x"]])`:              `[["x"],["y"]]`,
+		`distinct([3, 1, 2.0, 1, 2, 3.0])`:               `[3,1,2]`,
+		`distinct([{a = 1}, {a = 1.0}, {a = 2}])`:        `[{"a":1},{"a":2}]`,
+		`distinct([["x"], ["y"], ["x"]])`:                `[["x"],["y"]]`,
 		`distinct(["b", "a", "b", "\u00e9", "e\u0301"])`: `["b","a","é"]`,
 		`distinct([])`: `[]`,
 	} {

@@ -40,7 +40,7 @@ func prescanExpression(src []byte, filename string) hcl.Diagnostics {
 func tooManyTokens(src []byte, filename string) hcl.Diagnostics {
 	if n := tokenBound(src); n > maxTokenBound {
 		return hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "File too large",
-			Detail: fmt.Sprintf("This file may hold up to %d tokens (names, numbers, strings and symbols); wf reads at most %d from one file, about 2 MB of usual HCL. Split the configuration into several files.", n, MaxTokens),
+			Detail:  fmt.Sprintf("This file may hold up to %d tokens (names, numbers, strings and symbols); wf reads at most %d from one file, about 2 MB of usual HCL. Split the configuration into several files.", n, MaxTokens),
 			Subject: &hcl.Range{Filename: filename, Start: hcl.InitialPos, End: hcl.InitialPos}}}
 	}
 	return nil
@@ -102,7 +102,7 @@ func prescanTokens(toks hclsyntax.Tokens, body bool) hcl.Diagnostics {
 	if len(toks) > MaxTokens {
 		tok := toks[MaxTokens]
 		return hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "File too large",
-			Detail: fmt.Sprintf("This file has %d tokens (names, numbers, strings and symbols); wf reads at most %d from one file, about 2 MB of usual HCL. Split the configuration into several files.", len(toks), MaxTokens),
+			Detail:  fmt.Sprintf("This file has %d tokens (names, numbers, strings and symbols); wf reads at most %d from one file, about 2 MB of usual HCL. Split the configuration into several files.", len(toks), MaxTokens),
 			Subject: tok.Range.Ptr()}}
 	}
 	stack := []scanFrame{{body: body}}

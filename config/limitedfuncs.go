@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
 	"github.com/zclconf/go-cty/cty/function"
 )
 
@@ -71,28 +72,90 @@ func withBudget(base map[string]function.Function, lim limits, b *budget) map[st
 	return out
 }
 
-// prechecked wraps f so that pre sees its arguments first. Calls with
-// unknown arguments are not checked: they return an unknown result without
-// doing the work.
+// prechecked wraps f so that pre sees its arguments first, as they were
+// given: cty converts arguments to the parameter types (a tuple to a list,
+// in time quadratic in its length) and works out the result type before a
+// function's implementation runs, so the check runs where the result type
+// is asked for, and the wrapper's parameters take any value, leaving
+// conversion and validation to f. Calls with unknown arguments are not
+// checked: they return an unknown result without doing the work.
 func prechecked(f function.Function, b *budget, pre preCheck) function.Function {
+	open := func(p function.Parameter) function.Parameter {
+		p.Type = cty.DynamicPseudoType
+		p.AllowNull, p.AllowUnknown, p.AllowDynamicType, p.AllowMarked = true, true, true, true
+		return p
+	}
+	params := f.Params()
+	for i := range params {
+		params[i] = open(params[i])
+	}
+	var varParam *function.Parameter
+	if vp := f.VarParam(); vp != nil {
+		p := open(*vp)
+		varParam = &p
+	}
 	return function.New(&function.Spec{
 		Description: f.Description(),
-		Params:      f.Params(),
-		VarParam:    f.VarParam(),
-		Type:        func(args []cty.Value) (cty.Type, error) { return f.ReturnTypeForValues(args) },
-		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+		Params:      params,
+		VarParam:    varParam,
+		Type: func(args []cty.Value) (cty.Type, error) {
 			known := true
 			for _, a := range args {
 				known = known && a.IsWhollyKnown() && !a.IsNull()
 			}
 			if known {
-				if err := pre(b, args); err != nil {
-					return cty.NilVal, err
+				unmarked := make([]cty.Value, len(args))
+				for i, a := range args {
+					unmarked[i], _ = a.UnmarkDeep()
+				}
+				if err := pre(b, unmarked); err != nil {
+					return cty.NilType, err
 				}
 			}
-			return f.Call(args)
+			// cty checks the types of arguments already converted.
+			converted, err := convertArgs(f, args)
+			if err != nil {
+				return cty.NilType, err
+			}
+			return f.ReturnTypeForValues(converted)
+		},
+		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+			// As HCL would have before calling f.
+			converted, err := convertArgs(f, args)
+			if err != nil {
+				return cty.NilVal, err
+			}
+			return f.Call(converted)
 		},
 	})
+}
+
+// convertArgs converts args to f's parameter types, as HCL does before it
+// calls a function (cty's Call only checks that they conform).
+func convertArgs(f function.Function, args []cty.Value) ([]cty.Value, error) {
+	params, varParam := f.Params(), f.VarParam()
+	out := make([]cty.Value, len(args))
+	for i, a := range args {
+		var p function.Parameter
+		switch {
+		case i < len(params):
+			p = params[i]
+		case varParam != nil:
+			p = *varParam
+		default:
+			return args, nil // f.Call reports the count
+		}
+		out[i] = a
+		if a.Type() == cty.DynamicPseudoType || p.Type == cty.DynamicPseudoType {
+			continue
+		}
+		v, err := convert.Convert(a, p.Type)
+		if err != nil {
+			return nil, function.NewArgError(i, err)
+		}
+		out[i] = v
+	}
+	return out, nil
 }
 
 // stringBytes sums the lengths of the string arguments.

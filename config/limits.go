@@ -188,6 +188,7 @@ const (
 	squareSteps   = 2 // per n*n of a converted tuple
 	producedSteps = 8 // per node built
 	cheapStrings  = 64
+	numberSteps   = 16 // per number walked
 	slowStrings   = 1
 )
 
@@ -267,7 +268,9 @@ func (w *costWalk) walk(v cty.Value, depth int) bool {
 			w.err = err
 			return false
 		}
-		return w.add(8)
+		// A number is usually about to be printed, and cty prints its
+		// 512-bit numbers slowly.
+		return w.spend(numberSteps) && w.add(8)
 	case ty == cty.Bool:
 		return w.add(4)
 	case ty.IsListType() || ty.IsTupleType():

@@ -99,12 +99,6 @@ type scanFrame struct {
 }
 
 func prescanTokens(toks hclsyntax.Tokens, body bool) hcl.Diagnostics {
-	if len(toks) > MaxTokens {
-		tok := toks[MaxTokens]
-		return hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "File too large",
-			Detail:  fmt.Sprintf("This file has %d tokens (names, numbers, strings and symbols); wf reads at most %d from one file, about 2 MB of usual HCL. Split the configuration into several files.", len(toks), MaxTokens),
-			Subject: tok.Range.Ptr()}}
-	}
 	stack := []scanFrame{{body: body}}
 	depth := 1      // sum over the stack of 1 + ops
 	directives := 0 // open %{ if } and %{ for } template directives
@@ -117,6 +111,12 @@ func prescanTokens(toks hclsyntax.Tokens, body bool) hcl.Diagnostics {
 		depth++
 	}
 	for i, tok := range toks {
+		// Problems are reported in file order: a file both too deep and
+		// too long is too deep where it first is.
+		if i == MaxTokens {
+			return fail(tok, "File too large",
+				"This file has %d tokens (names, numbers, strings and symbols); wf reads at most %d from one file, about 2 MB of usual HCL. Split the configuration into several files.", len(toks), MaxTokens)
+		}
 		top := &stack[len(stack)-1]
 		switch tok.Type {
 		case hclsyntax.TokenOBrace:

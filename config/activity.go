@@ -208,6 +208,7 @@ func (l *loader) loadActivity(w *Workflow, b *hcl.Block, names map[string]bool, 
 					funcs:    l.runFuncs,
 					dir:      l.absDir,
 					workflow: w,
+					calls:    calledFunctions(attrExprs(kc.Attributes)...),
 				}
 			}
 		}
@@ -365,11 +366,13 @@ type kindResolver struct {
 	dir      string
 	// workflow finds upstream activities, to say why a result is missing.
 	workflow *Workflow
+	// calls are the functions attrs call (see budgetFuncs).
+	calls map[string]bool
 }
 
 func (r *kindResolver) resolve(a *Activity, upstream map[string]cty.Value) (*Resolved, hcl.Diagnostics) {
 	b := newBudget(runLimits)
-	return r.eval(a, upstream, false, b, withBudgetLayer(r.funcs, b))
+	return r.eval(a, upstream, false, b, withBudgetLayer(r.funcs, b, r.calls))
 }
 
 // eval evaluates the kind block. With static set, upstream outputs are all
@@ -609,4 +612,12 @@ func isToken(s string) bool {
 		}
 	}
 	return true
+}
+
+func attrExprs(attrs hcl.Attributes) []hcl.Expression {
+	out := make([]hcl.Expression, 0, len(attrs))
+	for _, a := range attrs {
+		out = append(out, a.Expr)
+	}
+	return out
 }

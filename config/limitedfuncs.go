@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 	"github.com/zclconf/go-cty/cty/function"
@@ -50,14 +51,58 @@ type preCheck func(b *budget, args []cty.Value) error
 // guards, and every function of base whose result size or running time an
 // argument drives, checked before it runs. Layered over base in the
 // evaluation context, they shadow base's plain versions.
-func budgetFuncs(base map[string]function.Function, lim limits, b *budget) map[string]function.Function {
+//
+// calls, when not nil, lists the functions the expressions evaluated call
+// (calledFunctions): only those are wrapped, which keeps a run-time
+// Resolve cheap.
+func budgetFuncs(base map[string]function.Function, lim limits, b *budget, calls map[string]bool) map[string]function.Function {
 	out := guardFuncs(b)
-	for name, pre := range preChecks(lim) {
-		if f, ok := base[name]; ok {
-			out[name] = prechecked(f, b, pre)
+	checks := runChecks
+	if lim.cpu != nil {
+		checks = loadChecks
+	}
+	add := func(name string) {
+		if pre, ok := checks[name]; ok {
+			if f, ok := base[name]; ok {
+				out[name] = prechecked(f, b, pre)
+			}
 		}
 	}
+	if calls != nil {
+		for name := range calls {
+			add(name)
+		}
+		return out
+	}
+	for name := range checks {
+		add(name)
+	}
 	return out
+}
+
+// The checks of load-time and run-time evaluation, built once: they hold
+// no state of their own.
+var (
+	loadChecks = preChecks(loadLimits)
+	runChecks  = preChecks(runLimits)
+)
+
+// calledFunctions returns the names of the functions exprs call.
+func calledFunctions(exprs ...hcl.Expression) map[string]bool {
+	names := map[string]bool{}
+	for _, e := range exprs {
+		sx, ok := e.(hclsyntax.Expression)
+		if !ok {
+			continue
+		}
+		_ = hclsyntax.VisitAll(sx, func(n hclsyntax.Node) hcl.Diagnostics {
+			if call, isCall := n.(*hclsyntax.FunctionCallExpr); isCall && !isGuard(call.Name) {
+				names[call.Name] = true
+			}
+			return nil
+		})
+	}
+	return names
 }
 
 // withBudget returns base with the functions of budget b layered over it.
@@ -66,7 +111,7 @@ func withBudget(base map[string]function.Function, lim limits, b *budget) map[st
 	for k, v := range base {
 		out[k] = v
 	}
-	for k, v := range budgetFuncs(base, lim, b) {
+	for k, v := range budgetFuncs(base, lim, b, nil) {
 		out[k] = v
 	}
 	return out
@@ -549,11 +594,11 @@ type ctxFunc func(vars map[string]cty.Value) *hcl.EvalContext
 // withBudgetLayer returns the ctxFunc of a run-time evaluation spending b:
 // base in a parent context, the functions bound to b in a child over it,
 // so that only the few guarded functions are built per evaluation.
-func withBudgetLayer(base map[string]function.Function, b *budget) ctxFunc {
+func withBudgetLayer(base map[string]function.Function, b *budget, calls map[string]bool) ctxFunc {
 	return func(vars map[string]cty.Value) *hcl.EvalContext {
 		parent := &hcl.EvalContext{Variables: vars, Functions: base}
 		child := parent.NewChild()
-		child.Functions = budgetFuncs(base, runLimits, b)
+		child.Functions = budgetFuncs(base, runLimits, b, calls)
 		return child
 	}
 }

@@ -62,8 +62,12 @@ const (
 	BudgetSteps = 8_000_000
 	BudgetBytes = 64 << 20
 	// BudgetCPU bounds the CPU time of loading a configuration's
-	// evaluation, should the step costs misjudge some work.
-	BudgetCPU = 3 * time.Second
+	// evaluation: a backstop against a hang, should the step costs
+	// misjudge some work. The steps, not this, keep hostile files within
+	// 5 s (TestHostileConfigurations); it is this high so that the same
+	// configuration loads the same way on a slow machine or under the race
+	// detector.
+	BudgetCPU = 10 * time.Second
 	// iterationSteps is what one for-expression iteration costs: creating
 	// its scope and evaluating its body is dearer than walking one node of
 	// a value.

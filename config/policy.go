@@ -450,6 +450,7 @@ func retryIfCtx(base map[string]cty.Value, funcs map[string]function.Function, e
 func (l *loader) compileRetryIf(expr hcl.Expression) retry.Predicate {
 	base := l.staticVars()
 	funcs := l.runFuncs
+	calls := calledFunctions(expr)
 	return func(f retry.Failure, attempt int, elapsed time.Duration) (bool, error) {
 		errVal := cty.ObjectVal(map[string]cty.Value{
 			"type":    cty.StringVal(f.Type),
@@ -457,7 +458,7 @@ func (l *loader) compileRetryIf(expr hcl.Expression) retry.Predicate {
 		})
 		b := newBudget(runLimits)
 		ctx := retryIfCtx(base, funcs, errVal, cty.NumberIntVal(int64(attempt)), cty.NumberFloatVal(elapsed.Seconds()))
-		v, d := evaluate(expr, withBudgetLayer(funcs, b)(ctx.Variables), b)
+		v, d := evaluate(expr, withBudgetLayer(funcs, b, calls)(ctx.Variables), b)
 		if d.HasErrors() {
 			return false, fmt.Errorf("evaluate retry_if at %s: %s", expr.Range(), d.Error())
 		}

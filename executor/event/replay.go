@@ -102,13 +102,12 @@ func (h *history) snapshot() []*line {
 // again it sends a fresh snapshot instead (see server.write), so a stalled
 // watcher costs at most one queue, never the whole run.
 type client struct {
-	mu      sync.Mutex
-	queue   []*line
-	bytes   int
-	behind  bool
-	dropped int // events dropped since the last snapshot, for tests
-	closed  bool
-	notify  chan struct{} // capacity 1: "something to do"
+	mu     sync.Mutex
+	queue  []*line
+	bytes  int
+	behind bool
+	closed bool
+	notify chan struct{} // capacity 1: "something to do"
 
 	maxEvents, maxBytes int
 }
@@ -125,16 +124,13 @@ func (c *client) push(ls []*line) {
 	if c.closed {
 		return
 	}
-	if c.behind {
-		// The snapshot it will get covers these.
-		c.dropped += len(ls)
-	} else {
+	// When behind, the snapshot it will get covers ls.
+	if !c.behind {
 		for _, l := range ls {
 			c.queue = append(c.queue, l)
 			c.bytes += len(l.data)
 		}
 		if len(c.queue) > c.maxEvents || c.bytes > c.maxBytes {
-			c.dropped += len(c.queue)
 			clear(c.queue)
 			c.queue, c.bytes, c.behind = nil, 0, true
 		}

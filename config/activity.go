@@ -41,7 +41,7 @@ var kindSchemas = map[Kind]*hcl.BodySchema{
 	}},
 	KindHTTP: {Attributes: []hcl.AttributeSchema{
 		{Name: "url", Required: true}, {Name: "method"}, {Name: "headers"}, {Name: "body"},
-		{Name: "expect_status"}, {Name: "insecure_skip_verify"},
+		{Name: "expect_status"}, {Name: "insecure_skip_verify"}, {Name: "max_response_bytes"},
 	}},
 	KindSleep: {Attributes: []hcl.AttributeSchema{
 		{Name: "duration", Required: true},
@@ -89,8 +89,10 @@ func (l *loader) loadWorkflow(name string, b *hcl.Block) *Workflow {
 		}
 	}
 
-	// Names first: an activity may refer to one declared after it.
+	// Names (and kinds) first: an activity may refer to one declared after
+	// it.
 	names := map[string]bool{}
+	kinds := map[string]Kind{}
 	first := map[string]hcl.Range{}
 	var blocks []*hcl.Block
 	for _, ab := range content.Blocks {
@@ -106,21 +108,42 @@ func (l *loader) loadWorkflow(name string, b *hcl.Block) *Workflow {
 		}
 		first[an] = ab.DefRange
 		names[an] = true
+		kinds[an] = kindOf(ab)
 		blocks = append(blocks, ab)
 	}
 	for _, ab := range blocks {
-		if a := l.loadActivity(w.Name, ab, names); a != nil {
+		if a := l.loadActivity(w, ab, names, kinds); a != nil {
 			w.Activities = append(w.Activities, a)
 		}
 	}
 	return w
 }
 
-func (l *loader) loadActivity(workflow string, b *hcl.Block, names map[string]bool) *Activity {
+// kindOf returns the kind of an activity block with exactly one kind
+// block, and "" otherwise (loadActivity reports that).
+func kindOf(b *hcl.Block) Kind {
+	content, _, _ := b.Body.PartialContent(activitySchema)
+	if content == nil {
+		return ""
+	}
+	var kind Kind
+	for _, cb := range content.Blocks {
+		if cb.Type == "retry" {
+			continue
+		}
+		if kind != "" {
+			return ""
+		}
+		kind = Kind(cb.Type)
+	}
+	return kind
+}
+
+func (l *loader) loadActivity(w *Workflow, b *hcl.Block, names map[string]bool, kinds map[string]Kind) *Activity {
 	name := b.Labels[0]
 	a := &Activity{
 		Name:            name,
-		Workflow:        workflow,
+		Workflow:        w.Name,
 		DependsOnRanges: map[string]hcl.Range{},
 		DeclRange:       b.DefRange,
 	}
@@ -158,7 +181,7 @@ func (l *loader) loadActivity(workflow string, b *hcl.Block, names map[string]bo
 		kc, d := kb.Body.Content(kindSchemas[a.Kind])
 		l.addDiags(d)
 		if kc != nil {
-			kindScope := scope{where: "an activity", activities: names, self: name}
+			kindScope := scope{where: "an activity", activities: names, kinds: kinds, self: name}
 			attrsOK := true
 			for _, attr := range sortedAttrs(kc.Attributes) {
 				refs, ok := l.checkRefs(attr.Expr, kindScope)
@@ -183,8 +206,10 @@ func (l *loader) loadActivity(workflow string, b *hcl.Block, names map[string]bo
 					attrs:    kc.Attributes,
 					defRange: kb.DefRange,
 					vars:     l.staticVars(),
-					funcs:    l.funcs,
+					funcs:    l.runFuncs,
 					dir:      l.absDir,
+					workflow: w,
+					calls:    calledFunctions(attrExprs(kc.Attributes)...),
 				}
 			}
 		}
@@ -230,9 +255,12 @@ func (l *loader) loadActivity(workflow string, b *hcl.Block, names map[string]bo
 	if kr != nil {
 		// Check what can be checked before the run: with upstream outputs
 		// unknown, every value that does not depend on them is validated.
-		_, d := kr.eval(a, nil, true)
+		res, d := kr.eval(a, nil, true, l.budget, l.ctxWith)
 		l.addDiags(d)
 		a.resolver = kr
+		if res != nil && res.HTTP != nil {
+			a.maxResponseBytes = res.HTTP.MaxResponseBytes
+		}
 	}
 	return a
 }
@@ -351,15 +379,23 @@ type kindResolver struct {
 	vars     map[string]cty.Value
 	funcs    map[string]function.Function
 	dir      string
+	// workflow finds upstream activities, to say why a result is missing.
+	workflow *Workflow
+	// calls are the functions attrs call (see budgetFuncs).
+	calls map[string]bool
 }
 
 func (r *kindResolver) resolve(a *Activity, upstream map[string]cty.Value) (*Resolved, hcl.Diagnostics) {
-	return r.eval(a, upstream, false)
+	b := newBudget(runLimits)
+	return r.eval(a, upstream, false, b, withBudgetLayer(r.funcs, b, r.calls))
 }
 
 // eval evaluates the kind block. With static set, upstream outputs are all
 // unknown and values that depend on them are skipped instead of reported.
-func (r *kindResolver) eval(a *Activity, upstream map[string]cty.Value, static bool) (*Resolved, hcl.Diagnostics) {
+//
+// b is what the evaluation may spend and funcs its function table, bound
+// to b: the loader's at load time, a fresh one per call at run time.
+func (r *kindResolver) eval(a *Activity, upstream map[string]cty.Value, static bool, b *budget, funcs ctxFunc) (*Resolved, hcl.Diagnostics) {
 	acts := make(map[string]cty.Value, len(a.DependsOn))
 	var missing []string
 	for _, dep := range a.DependsOn {
@@ -375,9 +411,18 @@ func (r *kindResolver) eval(a *Activity, upstream map[string]cty.Value, static b
 		vars[k] = v
 	}
 	vars["activity"] = cty.ObjectVal(acts)
-	ctx := &hcl.EvalContext{Variables: vars, Functions: r.funcs}
+	ctx := funcs(vars)
 
 	var diags hcl.Diagnostics
+	if !static {
+		// A cut body has no result: say so, instead of evaluating null.
+		for _, attr := range sortedAttrs(r.attrs) {
+			diags = append(diags, truncatedResultRefs(attr.Expr, upstream, r.workflow)...)
+		}
+		if diags.HasErrors() {
+			return nil, diags
+		}
+	}
 	// get evaluates one attribute; ok is false when it is absent, null,
 	// failed or (in static mode) not known yet.
 	get := func(name string) (*hcl.Attribute, cty.Value, bool) {
@@ -385,7 +430,7 @@ func (r *kindResolver) eval(a *Activity, upstream map[string]cty.Value, static b
 		if !present {
 			return nil, cty.NilVal, false
 		}
-		v, d := attr.Expr.Value(ctx)
+		v, d := evaluate(attr.Expr, ctx, b)
 		diags = append(diags, d...)
 		if d.HasErrors() {
 			return attr, cty.NilVal, false
@@ -412,7 +457,7 @@ func (r *kindResolver) eval(a *Activity, upstream map[string]cty.Value, static b
 	res := &Resolved{}
 	switch r.kind {
 	case KindExec:
-		spec := &ExecSpec{Dir: r.dir}
+		spec := &ExecSpec{Dir: r.dir, WrittenDir: "."}
 		if attr, v, ok := get("command"); ok {
 			cmd, d := parseStrings(v, attr.Expr, "command")
 			if add(d) && len(cmd) == 0 {
@@ -445,6 +490,7 @@ func (r *kindResolver) eval(a *Activity, upstream map[string]cty.Value, static b
 		if attr, v, ok := get("dir"); ok {
 			dir, d := parseString(v, attr.Expr, "dir")
 			if add(d) {
+				spec.WrittenDir = filepath.Clean(dir)
 				if !filepath.IsAbs(dir) {
 					dir = filepath.Join(r.dir, dir)
 				}
@@ -513,6 +559,17 @@ func (r *kindResolver) eval(a *Activity, upstream map[string]cty.Value, static b
 			add(d)
 			spec.InsecureSkipVerify = b
 		}
+		if attr, v, ok := get("max_response_bytes"); ok {
+			n, d := parseInt64(v, attr.Expr, "max_response_bytes")
+			if add(d) {
+				if n < 1 || n > MaxMaxResponseBytes {
+					add(&hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid max_response_bytes",
+						Detail:  fmt.Sprintf("max_response_bytes must be between 1 and %d (64 MiB), got %d.", MaxMaxResponseBytes, n),
+						Subject: attr.Expr.Range().Ptr()})
+				}
+				spec.MaxResponseBytes = n
+			}
+		}
 		res.HTTP = spec
 	case KindSleep:
 		spec := &SleepSpec{}
@@ -570,4 +627,12 @@ func isToken(s string) bool {
 		}
 	}
 	return true
+}
+
+func attrExprs(attrs hcl.Attributes) []hcl.Expression {
+	out := make([]hcl.Expression, 0, len(attrs))
+	for _, a := range attrs {
+		out = append(out, a.Expr)
+	}
+	return out
 }

@@ -78,12 +78,25 @@ func writeDiagnostic(w *bufio.Writer, d *hcl.Diagnostic, sources map[string][]by
 	}
 }
 
+// maxContextSource is the largest file whose diagnostics name the
+// enclosing block.
+const maxContextSource = 256 << 10
+
+// maxSnippet is how much of a long source line a diagnostic shows, around
+// its subject.
+const maxSnippet = 160
+
 // blockContext names the top-level block containing offset, e.g.
 // `retry_policy "payment"`. Files are parsed once per call and cached.
 func blockContext(files map[string]*hcl.File, filename string, src []byte, offset int) string {
 	f, ok := files[filename]
 	if !ok {
-		f, _ = hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
+		// Parsing again costs as much as loading did; a large file is
+		// printed without the context rather than twice as slowly, and a
+		// file too deep to parse safely gets none either.
+		if len(src) <= maxContextSource && prescanConfig(src, filename) == nil {
+			f, _ = hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
+		}
 		files[filename] = f
 	}
 	if f == nil {
@@ -119,9 +132,29 @@ func writeSnippet(w *bufio.Writer, src []byte, s *hcl.Range) {
 	if i := bytes.IndexByte(src[start:], '\n'); i >= 0 {
 		lineEnd = start + i
 	}
+	// A long line (a minified file, a 1 MB expression) is shown as a
+	// window around the subject, cut at rune boundaries.
+	prefix, suffix := "", ""
+	if lineEnd-lineStart > maxSnippet {
+		from := max(lineStart, start-maxSnippet/3)
+		for from > lineStart && !utf8.RuneStart(src[from]) {
+			from--
+		}
+		to := min(lineEnd, from+maxSnippet)
+		for to < lineEnd && !utf8.RuneStart(src[to]) {
+			to++
+		}
+		if from > lineStart {
+			prefix = "…"
+		}
+		if to < lineEnd {
+			suffix = "…"
+		}
+		lineStart, lineEnd = from, to
+	}
 	line := strings.TrimRight(string(src[lineStart:lineEnd]), "\r")
 	num := fmt.Sprintf("%d", s.Start.Line)
-	fmt.Fprintf(w, "  %s: %s\n", num, line)
+	fmt.Fprintf(w, "  %s: %s%s%s\n", num, prefix, line, suffix)
 
 	end := s.End.Byte
 	if end > lineStart+len(line) {
@@ -131,6 +164,9 @@ func writeSnippet(w *bufio.Writer, src []byte, s *hcl.Range) {
 		end = start
 	}
 	var pad strings.Builder
+	if prefix != "" {
+		pad.WriteByte(' ')
+	}
 	for _, r := range string(src[lineStart:start]) {
 		if r == '\t' {
 			pad.WriteByte('\t')

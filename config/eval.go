@@ -19,6 +19,9 @@ type scope struct {
 	where string
 	// activities, when non-nil, allows activity.NAME for these names.
 	activities map[string]bool
+	// kinds gives the kind of each activity in activities ("" when it has
+	// none or several), to check activity.NAME.OUTPUT names.
+	kinds map[string]Kind
 	// self is the activity the expression belongs to (a self reference is
 	// an error).
 	self string
@@ -115,6 +118,10 @@ func (l *loader) checkRefs(expr hcl.Expression, sc scope) (refs []ref, ok bool) 
 				ok = false
 			default:
 				refs = append(refs, ref{name: name, rng: rng})
+				if d := checkOutputRef(t, name, sc.kinds[name]); d != nil {
+					l.addDiags(hcl.Diagnostics{d})
+					ok = false
+				}
 			}
 		case "retry_policy", "retry_budget":
 			l.errorf(&rng, "Invalid reference",
@@ -150,7 +157,7 @@ func (l *loader) evalStatic(expr hcl.Expression, sc scope) (cty.Value, bool) {
 	if _, ok := l.checkRefs(expr, sc); !ok {
 		return cty.DynamicVal, false
 	}
-	v, d := expr.Value(l.staticCtx())
+	v, d := l.evalLoad(expr)
 	l.addDiags(d)
 	if d.HasErrors() {
 		return cty.DynamicVal, false
@@ -275,6 +282,25 @@ func parseInt(v cty.Value, expr hcl.Expression, attr string) (int, *hcl.Diagnost
 	return int(i), nil
 }
 
+func parseInt64(v cty.Value, expr hcl.Expression, attr string) (int64, *hcl.Diagnostic) {
+	n, d := conv(v, cty.Number, expr, attr)
+	if d != nil {
+		return 0, d
+	}
+	bf := n.AsBigFloat()
+	i, acc := bf.Int64()
+	if !bf.IsInt() || acc != big.Exact {
+		rng := expr.Range()
+		return 0, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Invalid number",
+			Detail:   fmt.Sprintf("%s must be a whole number, got %s.", attr, bf.Text('g', 10)),
+			Subject:  &rng,
+		}
+	}
+	return i, nil
+}
+
 func parseFloat(v cty.Value, expr hcl.Expression, attr string) (float64, *hcl.Diagnostic) {
 	n, d := conv(v, cty.Number, expr, attr)
 	if d != nil {
@@ -355,7 +381,7 @@ func (l *loader) checkFuncs(expr hcl.Expression) bool {
 	ok := true
 	_ = hclsyntax.VisitAll(sx, func(n hclsyntax.Node) hcl.Diagnostics {
 		call, isCall := n.(*hclsyntax.FunctionCallExpr)
-		if !isCall {
+		if !isCall || isGuard(call.Name) {
 			return nil
 		}
 		if _, found := l.funcs[call.Name]; !found {

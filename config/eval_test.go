@@ -178,7 +178,7 @@ func TestResolve(t *testing.T) {
 		t.Fatal(diags)
 	}
 	wantExec := &ExecSpec{Command: []string{"./charge", "42"}, Env: map[string]string{"API": "http://127.0.0.1:8080"},
-		Dir: filepath.Join(cfg.Dir, "bin")}
+		Dir: filepath.Join(cfg.Dir, "bin"), WrittenDir: "bin"}
 	if !reflect.DeepEqual(res.Exec, wantExec) || res.HTTP != nil || res.Sleep != nil {
 		t.Errorf("exec = %+v, want %+v", res.Exec, wantExec)
 	}
@@ -353,6 +353,7 @@ retry_policy "base" {
   jitter           = 0.25
   budget           = retry_budget.api
   retry_if         = attempt < 3
+  maximum_retry_after = "10m"
 }
 workflow "w" {
   activity "a" {
@@ -381,12 +382,13 @@ workflow "w" {
 	r0 := a.Rules[0]
 	if !reflect.DeepEqual(r0.On, []string{"http:429", "http:503"}) || r0.Policy.InitialInterval != 5*time.Second ||
 		r0.Policy.MaximumInterval != 500*time.Second || r0.Policy.MaximumAttempts != 20 || r0.Policy.HonorRetryAfter ||
-		r0.Policy.Backoff != retry.Exponential || r0.Policy.Coefficient != 2 || r0.RetryIf != nil {
+		r0.Policy.Backoff != retry.Exponential || r0.Policy.Coefficient != 2 || r0.RetryIf != nil ||
+		r0.Policy.MaximumRetryAfter != time.Hour {
 		t.Errorf("rule 0 = %+v", r0)
 	}
 	r1 := a.Rules[1]
 	wantP := retry.Policy{Backoff: retry.Linear, InitialInterval: 2 * time.Second, Coefficient: 2, MaximumInterval: 200 * time.Second,
-		MaximumAttempts: 2, Jitter: retry.Jitter{Mode: retry.JitterFraction, Fraction: 0.25}, HonorRetryAfter: true, Budget: "api"}
+		MaximumAttempts: 2, Jitter: retry.Jitter{Mode: retry.JitterFraction, Fraction: 0.25}, HonorRetryAfter: true, MaximumRetryAfter: 10 * time.Minute, Budget: "api"}
 	if r1.On != nil || !reflect.DeepEqual(r1.Policy, wantP) || r1.RetryIf == nil {
 		t.Errorf("rule 1 = %+v, want policy %+v", r1, wantP)
 	}

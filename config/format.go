@@ -8,8 +8,12 @@ import (
 
 // Format returns src in canonical layout. The source is parsed first so
 // that a syntax error is reported (with filename) instead of being
-// "formatted" into something else.
+// "formatted" into something else, after the same bounds check the loader
+// makes (hclwrite's parser recurses as deeply as HCL's).
 func Format(src []byte, filename string) ([]byte, hcl.Diagnostics) {
+	if diags := prescanConfig(src, filename); diags.HasErrors() {
+		return nil, diags
+	}
 	if _, diags := hclsyntax.ParseConfig(src, filename, hcl.InitialPos); diags.HasErrors() {
 		return nil, diags
 	}

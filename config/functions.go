@@ -13,12 +13,14 @@ import (
 	"github.com/zclconf/go-cty/cty/convert"
 	"github.com/zclconf/go-cty/cty/function"
 	"github.com/zclconf/go-cty/cty/function/stdlib"
+	ctyjson "github.com/zclconf/go-cty/cty/json"
 )
 
-// functions returns the functions available in wf expressions, under the
-// names Terraform users already know. A fresh map is built per call so that
-// no caller can mutate another's table.
-func functions() map[string]function.Function {
+// baseFunctions returns the functions available in wf expressions, under
+// the names Terraform users already know. Evaluation layers the guarded
+// versions of some of them over this table (budgetFuncs). A fresh map is
+// built per call so that no caller can mutate another's table.
+func baseFunctions() map[string]function.Function {
 	return map[string]function.Function{
 		// numbers
 		"abs":      stdlib.AbsoluteFunc,
@@ -63,7 +65,7 @@ func functions() map[string]function.Function {
 		"compact":         stdlib.CompactFunc,
 		"concat":          stdlib.ConcatFunc,
 		"contains":        stdlib.ContainsFunc,
-		"distinct":        stdlib.DistinctFunc,
+		"distinct":        distinctFunc,
 		"element":         stdlib.ElementFunc,
 		"flatten":         stdlib.FlattenFunc,
 		"keys":            stdlib.KeysFunc,
@@ -228,3 +230,37 @@ var (
 	endsWithFunc    = stringPredicate("Reports whether str ends with substr.", strings.HasSuffix)
 	strContainsFunc = stringPredicate("Reports whether str contains substr.", strings.Contains)
 )
+
+// distinctFunc is distinct in linear time: cty's compares every element
+// with every one kept so far, which a list of 100,000 makes hours. Two
+// elements of one list are equal exactly when their canonical JSON
+// encodings (as the list's element type) are.
+var distinctFunc = function.New(&function.Spec{
+	Description: stdlib.DistinctFunc.Description(),
+	Params:      stdlib.DistinctFunc.Params(),
+	Type:        func(args []cty.Value) (cty.Type, error) { return args[0].Type(), nil },
+	Impl: func(args []cty.Value, retType cty.Type) (cty.Value, error) {
+		list := args[0]
+		if !list.IsWhollyKnown() {
+			return cty.UnknownVal(retType), nil
+		}
+		ety := retType.ElementType()
+		seen := map[string]bool{}
+		var out []cty.Value
+		for it := list.ElementIterator(); it.Next(); {
+			_, v := it.Element()
+			key, err := ctyjson.Marshal(v, ety)
+			if err != nil {
+				return cty.NilVal, fmt.Errorf("compare elements: %w", err)
+			}
+			if !seen[string(key)] {
+				seen[string(key)] = true
+				out = append(out, v)
+			}
+		}
+		if len(out) == 0 {
+			return cty.ListValEmpty(ety), nil
+		}
+		return cty.ListVal(out), nil
+	},
+})

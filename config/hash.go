@@ -10,9 +10,24 @@ import (
 // therefore its inputs. Retry settings and the timeout are left out on
 // purpose: tuning how an activity is retried must not re-run (and so
 // re-charge) an activity that already succeeded.
+//
+// Paths are hashed as written in the configuration, never as resolved on
+// this machine: an exec activity's working directory enters the hash as
+// its WrittenDir (".", "bin", or an absolute path the user wrote), so
+// moving or cloning the configuration directory, or reaching it through a
+// symlink, keeps every definition unchanged (SPEC §4.2).
 func (r *Resolved) Hash() string {
+	h := *r
+	if r.Exec != nil {
+		e := *r.Exec
+		e.Dir = e.WrittenDir
+		if e.Dir == "" {
+			e.Dir = "."
+		}
+		h.Exec = &e
+	}
 	// encoding/json sorts map keys, so the encoding is canonical.
-	b, err := json.Marshal(r)
+	b, err := json.Marshal(&h)
 	if err != nil {
 		// Resolved holds only strings, ints, bools and maps of strings.
 		panic("config: marshal resolved activity: " + err.Error())

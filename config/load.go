@@ -81,13 +81,18 @@ func LoadFiles(dir string, files map[string][]byte, opts LoadOptions) (*Config, 
 	if err != nil {
 		abs = filepath.Clean(dir)
 	}
+	b := newBudget(loadLimits)
+	base := baseFunctions()
 	l := &loader{
-		dir:     dir,
-		absDir:  abs,
-		opts:    opts,
-		files:   files,
-		sources: make(map[string][]byte),
-		funcs:   functions(),
+		dir:      dir,
+		absDir:   abs,
+		opts:     opts,
+		files:    files,
+		sources:  make(map[string][]byte),
+		funcs:    withBudget(base, loadLimits, b),
+		guards:   guardFuncs(b),
+		runFuncs: base,
+		budget:   b,
 	}
 	cfg := l.load()
 	if l.diags.HasErrors() {
@@ -106,7 +111,14 @@ type loader struct {
 
 	sources map[string][]byte
 	diags   hcl.Diagnostics
-	funcs   map[string]function.Function
+	// budget is what all of load-time evaluation may spend together, and
+	// funcs its functions (guards included, limitedfuncs.go); guards are
+	// only the guards, for literals. runFuncs are the plain functions that
+	// Resolve and retry_if layer a budget of their own over at run time.
+	funcs, guards, runFuncs map[string]function.Function
+	budget                  *budget
+	// staticCache is staticVars once the locals are done.
+	staticCache map[string]cty.Value
 
 	configNames []string // *.wf.hcl base names, sorted
 
@@ -163,7 +175,7 @@ func (l *loader) load() *Config {
 		fn := l.diagName(name)
 		src := l.files[name]
 		l.sources[fn] = src
-		f, d := hclsyntax.ParseConfig(src, fn, hcl.InitialPos)
+		f, d := parseConfig(src, fn)
 		l.addDiags(d)
 		if d.HasErrors() || f == nil {
 			continue
@@ -243,16 +255,58 @@ func (l *loader) hash() (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// staticVars is the variable scope of everything evaluated at load time.
-func (l *loader) staticVars() map[string]cty.Value {
-	return map[string]cty.Value{
-		"var":   cty.ObjectVal(l.varVals),
-		"local": cty.ObjectVal(l.localVals),
+// parseConfig parses a configuration or variable file that prescan found
+// bounded, and puts the evaluation guards into it (guard.go).
+func parseConfig(src []byte, filename string) (*hcl.File, hcl.Diagnostics) {
+	if d := prescanConfig(src, filename); d.HasErrors() {
+		return nil, d
 	}
+	f, d := hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
+	if f != nil {
+		guardFile(f)
+	}
+	return f, d
 }
 
-func (l *loader) staticCtx() *hcl.EvalContext {
-	return &hcl.EvalContext{Variables: l.staticVars(), Functions: l.funcs}
+// staticVars is the variable scope of what is evaluated after the locals
+// (activities and retry_if keep it for run time), built once.
+func (l *loader) staticVars() map[string]cty.Value {
+	if l.staticCache == nil {
+		l.staticCache = map[string]cty.Value{
+			"var":   cty.ObjectVal(l.varVals),
+			"local": cty.ObjectVal(l.localVals),
+		}
+	}
+	return l.staticCache
+}
+
+// scopedVars is the variable scope of one load-time expression: only the
+// variables and locals it refers to. Building the whole scope for each of
+// 100,000 locals would take quadratic time.
+func (l *loader) scopedVars(expr hcl.Expression) map[string]cty.Value {
+	vars, locals := map[string]cty.Value{}, map[string]cty.Value{}
+	for _, t := range expr.Variables() {
+		name, named := traversalName(t)
+		if !named {
+			continue
+		}
+		switch t.RootName() {
+		case "var":
+			if v, ok := l.varVals[name]; ok {
+				vars[name] = v
+			}
+		case "local":
+			if v, ok := l.localVals[name]; ok {
+				locals[name] = v
+			}
+		}
+	}
+	return map[string]cty.Value{"var": cty.ObjectVal(vars), "local": cty.ObjectVal(locals)}
+}
+
+// evalLoad evaluates a load-time expression under the load budget.
+func (l *loader) evalLoad(expr hcl.Expression) (cty.Value, hcl.Diagnostics) {
+	return evaluate(expr, &hcl.EvalContext{Variables: l.scopedVars(expr), Functions: l.funcs}, l.budget)
 }
 
 // duplicate reports a second declaration of name, pointing at the first.

@@ -35,6 +35,7 @@ func (l *loader) loadLocals(blocks []*hcl.Block) {
 	for _, lc := range order {
 		l.evalLocal(lc, nil)
 	}
+	l.staticCache = nil // built from the final values from now on
 }
 
 // evalLocal evaluates lc after the locals it refers to (depth first);
@@ -71,13 +72,17 @@ func (l *loader) evalLocal(lc *local, stack []string) {
 			continue
 		}
 		l.evalLocal(dep, stack)
+		if l.localVals[name].RawEquals(cty.DynamicVal) {
+			// It failed and said why; this one can only fail with it.
+			failed = true
+		}
 	}
 	lc.state = 2
 	if failed {
 		l.localVals[lc.name] = cty.DynamicVal
 		return
 	}
-	v, d := lc.attr.Expr.Value(l.staticCtx())
+	v, d := l.evalLoad(lc.attr.Expr)
 	l.addDiags(d)
 	if d.HasErrors() {
 		v = cty.DynamicVal

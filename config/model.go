@@ -105,6 +105,9 @@ type Activity struct {
 
 	// resolver evaluates the kind block; set by the loader.
 	resolver resolver
+	// maxResponseBytes is an http activity's max_response_bytes when it is
+	// known at load time (0: the default, or known only at run time).
+	maxResponseBytes int64
 }
 
 type resolver interface {
@@ -133,7 +136,14 @@ type ExecSpec struct {
 	Script  string            `json:"script,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
 	// Dir is absolute: the config directory unless `dir` says otherwise.
+	// It is where the process runs, and is left out of the definition hash:
+	// the configuration must keep its identity when its directory is moved,
+	// cloned or reached through a symlink (SPEC §4.2).
 	Dir string `json:"dir"`
+	// WrittenDir is `dir` as written in the configuration, cleaned: relative
+	// to the configuration directory (default ".") unless written absolute.
+	// The definition hash covers this one instead of Dir.
+	WrittenDir string `json:"-"`
 }
 
 // HTTPSpec is one HTTP request.
@@ -145,7 +155,20 @@ type HTTPSpec struct {
 	// ExpectStatus lists the accepted statuses; empty means any 2xx.
 	ExpectStatus       []int `json:"expect_status,omitempty"`
 	InsecureSkipVerify bool  `json:"insecure_skip_verify,omitempty"`
+	// MaxResponseBytes caps the response body kept as the body output; 0
+	// (not set) means DefaultMaxResponseBytes. Left out of the encoding
+	// when not set, so that definitions written before it existed keep
+	// their hash.
+	MaxResponseBytes int64 `json:"max_response_bytes,omitempty"`
 }
+
+// Limits of max_response_bytes.
+const (
+	DefaultMaxResponseBytes int64 = 1 << 20
+	// MaxMaxResponseBytes bounds what a configuration may ask for: the body
+	// is held in memory and stored in the state with every attempt.
+	MaxMaxResponseBytes int64 = 64 << 20
+)
 
 // SleepSpec is a durable sleep.
 type SleepSpec struct {

@@ -19,6 +19,8 @@ const (
 	// DefaultMaxIntervalFactor: maximum_interval defaults to this many
 	// initial intervals.
 	DefaultMaxIntervalFactor = 100
+	// DefaultMaximumRetryAfter caps a delay the activity asks for.
+	DefaultMaximumRetryAfter = retry.DefaultMaximumRetryAfter
 )
 
 var budgetSchema = &hcl.BodySchema{
@@ -41,6 +43,7 @@ var policyAttrs = []hcl.AttributeSchema{
 	{Name: "retryable_errors"},
 	{Name: "retry_if"},
 	{Name: "honor_retry_after"},
+	{Name: "maximum_retry_after"},
 	{Name: "budget"},
 }
 
@@ -76,6 +79,7 @@ type spec struct {
 	retryable    *[]string
 	retryIf      hcl.Expression
 	honor        *bool
+	maxRetryAft  *time.Duration
 	budget       *string
 	// ranges holds the range of every attribute that was set.
 	ranges map[string]hcl.Range
@@ -123,6 +127,9 @@ func (s spec) over(top spec) spec {
 	}
 	if top.honor != nil {
 		out.honor = top.honor
+	}
+	if top.maxRetryAft != nil {
+		out.maxRetryAft = top.maxRetryAft
 	}
 	if top.budget != nil {
 		out.budget = top.budget
@@ -334,6 +341,16 @@ func (l *loader) decodeSpec(attrs hcl.Attributes) (spec, bool) {
 			if b, d = parseBool(v, a.Expr, a.Name); d == nil {
 				s.honor = &b
 			}
+		case "maximum_retry_after":
+			var dur time.Duration
+			if dur, d = parseDuration(v, a.Expr, a.Name); d == nil {
+				if dur == 0 {
+					bad(a, "Invalid maximum_retry_after",
+						"maximum_retry_after must be longer than zero: it caps the delay an activity asks for (Retry-After). To ignore such delays, set honor_retry_after = false.")
+				} else {
+					s.maxRetryAft = &dur
+				}
+			}
 		}
 		if d != nil {
 			fail(d)
@@ -400,7 +417,7 @@ func (l *loader) checkRetryIf(expr hcl.Expression) bool {
 	if _, ok := l.checkRefs(expr, sc); !ok {
 		return false
 	}
-	v, d := expr.Value(l.retryIfCtx(l.staticVars(), cty.UnknownVal(errorObjectType), cty.UnknownVal(cty.Number), cty.UnknownVal(cty.Number)))
+	v, d := evaluate(expr, l.retryIfCtx(l.scopedVars(expr), cty.UnknownVal(errorObjectType), cty.UnknownVal(cty.Number), cty.UnknownVal(cty.Number)), l.budget)
 	l.addDiags(d)
 	if d.HasErrors() {
 		return false
@@ -432,14 +449,16 @@ func retryIfCtx(base map[string]cty.Value, funcs map[string]function.Function, e
 // closure owns copies of the static scope, so it is safe for concurrent use.
 func (l *loader) compileRetryIf(expr hcl.Expression) retry.Predicate {
 	base := l.staticVars()
-	funcs := l.funcs
+	funcs := l.runFuncs
+	calls := calledFunctions(expr)
 	return func(f retry.Failure, attempt int, elapsed time.Duration) (bool, error) {
 		errVal := cty.ObjectVal(map[string]cty.Value{
 			"type":    cty.StringVal(f.Type),
 			"message": cty.StringVal(f.Message),
 		})
+		b := newBudget(runLimits)
 		ctx := retryIfCtx(base, funcs, errVal, cty.NumberIntVal(int64(attempt)), cty.NumberFloatVal(elapsed.Seconds()))
-		v, d := expr.Value(ctx)
+		v, d := evaluate(expr, withBudgetLayer(funcs, b, calls)(ctx.Variables), b)
 		if d.HasErrors() {
 			return false, fmt.Errorf("evaluate retry_if at %s: %s", expr.Range(), d.Error())
 		}
@@ -465,11 +484,12 @@ func describe(v cty.Value) string {
 // set, so a conflict is reported where the user wrote it.
 func (l *loader) finalize(s spec, own map[string]hcl.Range, fallback *hcl.Range) (retry.Rule, bool) {
 	p := retry.Policy{
-		Backoff:         retry.Exponential,
-		InitialInterval: DefaultInitialInterval,
-		Coefficient:     DefaultCoefficient,
-		Jitter:          retry.Jitter{Mode: retry.JitterNone},
-		HonorRetryAfter: true,
+		Backoff:           retry.Exponential,
+		InitialInterval:   DefaultInitialInterval,
+		Coefficient:       DefaultCoefficient,
+		Jitter:            retry.Jitter{Mode: retry.JitterNone},
+		HonorRetryAfter:   true,
+		MaximumRetryAfter: DefaultMaximumRetryAfter,
 	}
 	if s.backoff != nil {
 		p.Backoff = *s.backoff
@@ -504,6 +524,9 @@ func (l *loader) finalize(s spec, own map[string]hcl.Range, fallback *hcl.Range)
 	}
 	if s.honor != nil {
 		p.HonorRetryAfter = *s.honor
+	}
+	if s.maxRetryAft != nil {
+		p.MaximumRetryAfter = *s.maxRetryAft
 	}
 	if s.budget != nil {
 		p.Budget = *s.budget

@@ -440,6 +440,20 @@ func TestValidationErrors(t *testing.T) {
 			warning: true,
 		},
 		{
+			name:    "zero maximum_retry_after",
+			src:     "retry_policy \"p\" {\n  maximum_attempts = 3\n  maximum_retry_after = \"0s\"\n}\n",
+			summary: "Invalid maximum_retry_after",
+			detail:  "maximum_retry_after must be longer than zero",
+			at:      `"0s"`,
+		},
+		{
+			name:    "negative maximum_retry_after in a retry block",
+			src:     wrap("activity \"a\" {\n  " + okExec + "\n  retry {\n    maximum_attempts = 2\n    maximum_retry_after = \"-5m\"\n  }\n}"),
+			summary: "Invalid duration",
+			detail:  `"-5m" is negative; maximum_retry_after must be zero or more.`,
+			at:      `"-5m"`,
+		},
+		{
 			name:    "forever rule warning",
 			src:     wrap("activity \"a\" {\n  " + okExec + "\n  retry {\n    backoff = \"fixed\"\n  }\n}"),
 			summary: "Retry rule can retry forever",

@@ -136,14 +136,35 @@ func (l *loader) loadVariables(blocks []*hcl.Block) {
 	}
 }
 
-// literal evaluates an expression that may not refer to anything.
+// literal evaluates an expression that may not refer to anything, nor
+// call functions.
 func (l *loader) literal(expr hcl.Expression) (cty.Value, bool) {
 	if _, ok := l.checkRefs(expr, noRefs); !ok {
 		return cty.DynamicVal, false
 	}
-	v, d := expr.Value(nil)
+	if call := userCall(expr); call != nil {
+		l.errorf(call.NameRange.Ptr(), "Function calls not allowed", "Functions may not be called here.")
+		return cty.DynamicVal, false
+	}
+	v, d := evaluate(expr, &hcl.EvalContext{Functions: l.guards}, l.budget)
 	l.addDiags(d)
 	return v, !d.HasErrors()
+}
+
+// userCall returns the first function call in expr that is not a guard.
+func userCall(expr hcl.Expression) *hclsyntax.FunctionCallExpr {
+	sx, ok := expr.(hclsyntax.Expression)
+	if !ok {
+		return nil
+	}
+	var found *hclsyntax.FunctionCallExpr
+	_ = hclsyntax.VisitAll(sx, func(n hclsyntax.Node) hcl.Diagnostics {
+		if call, isCall := n.(*hclsyntax.FunctionCallExpr); isCall && !isGuard(call.Name) && found == nil {
+			found = call
+		}
+		return nil
+	})
+	return found
 }
 
 // convertVar applies v's type constraint (and its optional-attribute
@@ -156,6 +177,11 @@ func (l *loader) convertVar(v *variable, val cty.Value, rng hcl.Range, what stri
 	if err != nil {
 		l.errorf(&rng, "Invalid value for variable",
 			"%s of variable %q does not match its type %s: %s.", capitalize(what), v.name, typeexpr.TypeString(v.ty), convertMsg(err))
+		return cty.DynamicVal, false
+	}
+	// A conversion can make a number of a string ("1e9999999").
+	if le := checkValue(l.budget, out, plainCost); le != nil {
+		l.addDiags(hcl.Diagnostics{valueDiag(le, rng)})
 		return cty.DynamicVal, false
 	}
 	return out, true
@@ -180,11 +206,16 @@ func (l *loader) rawValue(v *variable, raw, filename string, set map[string]cty.
 		return
 	}
 	l.sources[filename] = []byte(raw)
-	expr, d := hclsyntax.ParseExpression([]byte(raw), filename, hcl.InitialPos)
+	if d := prescanExpression([]byte(raw), filename); d.HasErrors() {
+		l.addDiags(d)
+		return
+	}
+	parsed, d := hclsyntax.ParseExpression([]byte(raw), filename, hcl.InitialPos)
 	l.addDiags(d)
 	if d.HasErrors() {
 		return
 	}
+	expr := guardExpr(parsed)
 	val, ok := l.literal(expr)
 	if !ok {
 		return
@@ -229,7 +260,7 @@ func (l *loader) varsFromFlags(set map[string]cty.Value) {
 
 func (l *loader) varsFromFile(filename string, src []byte, set map[string]cty.Value) {
 	l.sources[filename] = src
-	f, d := hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
+	f, d := parseConfig(src, filename)
 	l.addDiags(d)
 	if d.HasErrors() || f == nil {
 		return

@@ -50,6 +50,11 @@ type Decision struct {
 	// Source is SourcePolicy, or SourceServer when a Retry-After was
 	// honoured.
 	Source string
+	// Requested is the delay the activity asked for, when Source is
+	// SourceServer; Capped says it was longer than the policy's
+	// maximum_retry_after, so Delay is that cap instead.
+	Requested time.Duration
+	Capped    bool
 	// Reason says why not, when !Retry.
 	Reason string
 	// Err is a retry_if evaluation error (Retry false, Reason retry_if).
@@ -102,8 +107,14 @@ func Decide(in Input) Decision {
 	}
 
 	delay, source := pol.Delay(n, in.PrevDelay, in.Rand), SourcePolicy
+	var requested time.Duration
+	capped := false
 	if in.Failure.HasRetryAfter && pol.HonorRetryAfter {
-		delay, source = max(in.Failure.RetryAfter, 0), SourceServer
+		requested = max(in.Failure.RetryAfter, 0)
+		delay, source = requested, SourceServer
+		if limit := pol.RetryAfterCap(); delay > limit {
+			delay, capped = limit, true
+		}
 	}
 	if pol.Expiration > 0 {
 		deadline := in.FirstStart.Add(pol.Expiration)
@@ -122,5 +133,15 @@ func Decide(in Input) Decision {
 		}
 	}
 	dec.Retry, dec.Delay, dec.Source = true, delay, source
+	dec.Requested, dec.Capped = requested, capped
 	return dec
+}
+
+// RetryAfterCap is the longest delay an activity may ask for that the
+// policy honours: MaximumRetryAfter, or DefaultMaximumRetryAfter when unset.
+func (p Policy) RetryAfterCap() time.Duration {
+	if p.MaximumRetryAfter > 0 {
+		return p.MaximumRetryAfter
+	}
+	return DefaultMaximumRetryAfter
 }

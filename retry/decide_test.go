@@ -197,3 +197,50 @@ func TestDecideOrderedRules(t *testing.T) {
 		now = now.Add(d.Delay)
 	}
 }
+
+// TestDecideCapsRequestedDelay: a delay the activity asks for is honoured up
+// to maximum_retry_after (default 1h), and the decision says when it was cut.
+func TestDecideCapsRequestedDelay(t *testing.T) {
+	t0 := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	const centuries = time.Duration(9223372036) * time.Second // Retry-After: 9223372036
+	pol := func(max, exp time.Duration) []Rule {
+		return []Rule{{Policy: Policy{Backoff: Fixed, InitialInterval: time.Second, MaximumInterval: time.Second,
+			HonorRetryAfter: true, MaximumRetryAfter: max, Expiration: exp}}}
+	}
+	tests := []struct {
+		name      string
+		rules     []Rule
+		asked     time.Duration
+		wantRetry bool
+		wantDelay time.Duration
+		wantCap   bool
+		reason    string
+	}{
+		{"292 years capped at the default hour", pol(0, 0), centuries, true, time.Hour, true, ""},
+		{"capped at maximum_retry_after", pol(time.Minute, 0), centuries, true, time.Minute, true, ""},
+		{"just above the cap", pol(time.Minute, 0), time.Minute + time.Millisecond, true, time.Minute, true, ""},
+		{"exactly the cap is not capped", pol(time.Minute, 0), time.Minute, true, time.Minute, false, ""},
+		{"below the cap", pol(time.Minute, 0), 30 * time.Second, true, 30 * time.Second, false, ""},
+		{"negative means now", pol(time.Minute, 0), -time.Hour, true, 0, false, ""},
+		{"capped delay still within expiration", pol(time.Minute, 2*time.Minute), centuries, true, time.Minute, true, ""},
+		{"capped delay beyond expiration", pol(time.Minute, 30*time.Second), centuries, false, 0, false, ReasonExpired},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Decide(Input{Rules: tt.rules, Failure: Failure{Type: "http:413", RetryAfter: tt.asked, HasRetryAfter: true},
+				Attempt: 1, FirstStart: t0, Now: t0})
+			if got.Retry != tt.wantRetry || got.Reason != tt.reason {
+				t.Fatalf("Decide = %+v, want retry %v reason %q", got, tt.wantRetry, tt.reason)
+			}
+			if !got.Retry {
+				return
+			}
+			if got.Delay != tt.wantDelay || got.Capped != tt.wantCap || got.Source != SourceServer {
+				t.Errorf("delay %v capped %v source %s, want %v capped %v source server", got.Delay, got.Capped, got.Source, tt.wantDelay, tt.wantCap)
+			}
+			if want := max(tt.asked, 0); got.Requested != want {
+				t.Errorf("Requested = %v, want %v", got.Requested, want)
+			}
+		})
+	}
+}

@@ -10,7 +10,8 @@ const maxPreviewSteps = 1 << 16
 
 // Preview is the retry schedule of one policy, as `wf plan` shows it. It
 // assumes attempts take no time, so TotalWait is an upper bound on the
-// waiting the policy allows.
+// waiting the policy computes. A delay the activity asks for (Retry-After)
+// replaces a computed wait, for at most RetryAfterCap each.
 type Preview struct {
 	// Attempts is MaximumAttempts; 0 means unlimited.
 	Attempts int
@@ -27,6 +28,10 @@ type Preview struct {
 	Expiration time.Duration
 	// Forever is set for unlimited attempts with no expiration.
 	Forever bool
+	// RetryAfterCap is the longest delay the activity may ask for that
+	// replaces a computed wait (maximum_retry_after); 0 when the policy
+	// does not honour such delays. Expiration still bounds the total.
+	RetryAfterCap time.Duration `json:",omitempty"`
 }
 
 // Preview computes the schedule, showing at most maxShown waits. A wait is
@@ -40,6 +45,9 @@ func (p Policy) Preview(maxShown int) Preview {
 		Expiration: max(p.Expiration, 0),
 	}
 	pv.Forever = pv.Attempts == 0 && pv.Expiration == 0
+	if p.HonorRetryAfter {
+		pv.RetryAfterCap = p.RetryAfterCap()
+	}
 	maxShown = max(maxShown, 0)
 
 	// limit is the number of waits the attempt count allows; -1 = no limit.

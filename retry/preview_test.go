@@ -63,3 +63,21 @@ func TestPreview(t *testing.T) {
 		})
 	}
 }
+
+// TestPreviewRetryAfterCap: the preview says how long a delay the activity
+// asks for may replace a computed wait.
+func TestPreviewRetryAfterCap(t *testing.T) {
+	p := Policy{Backoff: Fixed, InitialInterval: time.Second, MaximumAttempts: 3}
+	if got := p.Preview(5).RetryAfterCap; got != 0 {
+		t.Errorf("not honoured: RetryAfterCap = %v, want 0", got)
+	}
+	p.HonorRetryAfter = true
+	if got := p.Preview(5).RetryAfterCap; got != DefaultMaximumRetryAfter {
+		t.Errorf("default: RetryAfterCap = %v, want %v", got, DefaultMaximumRetryAfter)
+	}
+	p.MaximumRetryAfter = 90 * time.Second
+	pv := p.Preview(5)
+	if pv.RetryAfterCap != 90*time.Second || pv.TotalWait != 2*time.Second {
+		t.Errorf("RetryAfterCap = %v TotalWait = %v, want 1m30s and 2s", pv.RetryAfterCap, pv.TotalWait)
+	}
+}

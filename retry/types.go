@@ -7,6 +7,9 @@ package retry
 
 import "time"
 
+// DefaultMaximumRetryAfter is maximum_retry_after when a policy leaves it out.
+const DefaultMaximumRetryAfter = time.Hour
+
 // Backoff names how the base wait grows from one attempt to the next.
 type Backoff string
 
@@ -52,6 +55,11 @@ type Policy struct {
 	NonRetryable    []string
 	Retryable       []string
 	HonorRetryAfter bool
+	// MaximumRetryAfter caps a delay the activity asks for (HTTP
+	// Retry-After, retry_after in the error file) when HonorRetryAfter is
+	// set; 0 means DefaultMaximumRetryAfter, so a policy built without the
+	// loader cannot park a retry for centuries either.
+	MaximumRetryAfter time.Duration
 	// Budget names the retry_budget this policy draws from; "" for none.
 	Budget string
 }

@@ -225,7 +225,11 @@ func fmtRetry(e event.Event) string {
 	s := fmt.Sprintf("retry %d", e.Attempt) + inMs(e.DelayMs)
 	switch e.DelaySource {
 	case "server":
-		s += " (server asked)"
+		if e.DelayCapped && e.RequestedDelayMs != nil {
+			s += " (server asked for " + fmtDuration(ms(*e.RequestedDelayMs)) + ", capped by maximum_retry_after)"
+		} else {
+			s += " (server asked)"
+		}
 	case "budget":
 		s += " (waiting for the retry budget)"
 	case "manual":

@@ -11,7 +11,7 @@
 // show what the activity printed before it failed:
 //
 //	exec: {"stdout": "...", "stderr": "...", "exit_code": 0, "result": <json|null>}
-//	http: {"status": 200, "headers": {"Content-Type": "..."}, "body": "...", "result": <json|null>}
+//	http: {"status": 200, "headers": {"Content-Type": "..."}, "body": "...", "result": <json|null>, "body_truncated": false}
 //
 // exit_code is -1 when the process did not exit on its own (killed by a
 // signal, timed out, interrupted, or never started).
@@ -51,6 +51,9 @@ const (
 	TypeOutputTooLarge = "output:too_large"
 	// TypeHTTPConnection: connection refused or reset, DNS or TLS failure.
 	TypeHTTPConnection = "http:connection"
+	// TypeHTTPTooManyRedirects: the server kept redirecting after the 10
+	// redirects an http activity follows.
+	TypeHTTPTooManyRedirects = "http:too_many_redirects"
 	// TypeHTTPInvalidRequest: the request cannot be built (bad URL, scheme
 	// or method). Non-retryable.
 	TypeHTTPInvalidRequest = "http:invalid_request"
@@ -119,10 +122,10 @@ type Options struct {
 	// clone of http.DefaultTransport when nil. Its transport is cloned (when
 	// it is an *http.Transport) for insecure_skip_verify requests.
 	HTTPClient *http.Client
-	// MaxOutput caps each of stdout, stderr, the HTTP body and the output and
-	// error files, in bytes; DefaultMaxOutput when zero or negative. Only
-	// the first MaxOutput bytes are kept; the rest is discarded as it
-	// arrives.
+	// MaxOutput caps each of stdout, stderr, the output and error files,
+	// and the HTTP body of a request whose spec sets no max_response_bytes,
+	// in bytes; DefaultMaxOutput when zero or negative. Only the first
+	// MaxOutput bytes are kept; the rest is discarded as it arrives.
 	MaxOutput int64
 	// TempDir is where the Runner creates its directory for the
 	// per-attempt $WF_OUTPUT_FILE and $WF_ERROR_FILE paths (on the first

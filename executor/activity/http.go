@@ -18,12 +18,31 @@ import (
 // the failure message.
 const messageBodyBytes = 200
 
+// maxRedirects is how many redirects an http activity follows before it
+// fails with TypeHTTPTooManyRedirects (curl's and browsers' order of
+// magnitude; net/http's default stops one earlier, after 10 requests).
+const maxRedirects = 10
+
 // httpOutputs is the outputs object of an http attempt that got a response.
 type httpOutputs struct {
 	Status  int               `json:"status"`
 	Headers map[string]string `json:"headers"`
 	Body    string            `json:"body"`
 	Result  json.RawMessage   `json:"result"`
+	// BodyTruncated says Body holds only the first max_response_bytes of
+	// the response; Result is then null, and config refuses references to
+	// it instead of handing a downstream activity a silent null.
+	BodyTruncated bool `json:"body_truncated"`
+}
+
+// tooManyRedirects is the CheckRedirect error that stops a redirect chain.
+type tooManyRedirects struct {
+	count int
+	next  string
+}
+
+func (e *tooManyRedirects) Error() string {
+	return fmt.Sprintf("stopped after %d redirects: the server redirected again, to %s (an http activity follows at most %d)", e.count, e.next, maxRedirects)
 }
 
 // newHTTPClients returns the clients indexed by [insecure][noRedirect]. The
@@ -58,9 +77,30 @@ func newHTTPClients(base *http.Client) [2][2]*http.Client {
 		insecure.Transport = c
 	}
 	return [2][2]*http.Client{
-		{secure, noRedirects(secure)},
-		{insecure, noRedirects(insecure)},
+		{limitRedirects(secure), noRedirects(secure)},
+		{limitRedirects(insecure), noRedirects(insecure)},
 	}
+}
+
+// limitRedirects returns a copy of c that follows at most maxRedirects
+// redirects and then fails with *tooManyRedirects, so that the failure is
+// typed http:too_many_redirects rather than a connection error. A
+// CheckRedirect of the base client still runs for the redirects it allows.
+func limitRedirects(c *http.Client) *http.Client {
+	nc := *c
+	prev := c.CheckRedirect
+	nc.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		// via holds the requests made so far: the first one and one per
+		// redirect followed.
+		if followed := len(via) - 1; followed >= maxRedirects {
+			return &tooManyRedirects{count: followed, next: req.URL.Redacted()}
+		}
+		if prev != nil {
+			return prev(req, via)
+		}
+		return nil
+	}
+	return &nc
 }
 
 // noRedirects returns a copy of c that hands back a redirect response
@@ -137,21 +177,26 @@ func (r *Runner) runHTTP(ctx context.Context, req Request) (any, *Failure) {
 		out.Headers[k] = strings.Join(vs, ", ")
 	}
 
-	data, err := io.ReadAll(io.LimitReader(resp.Body, r.maxOutput))
+	limit := r.maxOutput
+	if spec.MaxResponseBytes > 0 {
+		limit = spec.MaxResponseBytes
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, limit))
 	out.Body = string(data)
 	if err != nil {
 		return out, httpErrorFailure(ctx, actx, req.Timeout, "read body: ", err)
 	}
 	truncated := false
-	if int64(len(data)) == r.maxOutput {
+	if int64(len(data)) == limit {
 		var one [1]byte
 		n, _ := io.ReadFull(resp.Body, one[:])
 		truncated = n > 0
 	}
+	out.BodyTruncated = truncated
 	out.Result = parseJSONResult(data, truncated)
 	note := ""
 	if truncated {
-		note = fmt.Sprintf("body truncated to the first %d bytes", len(data))
+		note = fmt.Sprintf("body truncated to the first %d bytes (max_response_bytes)", len(data))
 	}
 
 	if expectedStatus(spec.ExpectStatus, resp.StatusCode) {
@@ -162,10 +207,10 @@ func (r *Runner) runHTTP(ctx context.Context, req Request) (any, *Failure) {
 		msg += ": " + b
 	}
 	f := &Failure{Type: "http:" + strconv.Itoa(resp.StatusCode), Message: joinNotes(msg, note)}
-	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
-		if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), r.now()); ok {
-			f.RetryAfter, f.HasRetryAfter = d, true
-		}
+	// Any failed response may say when to come back (413, 429, 503 and
+	// 301 alike); the retry policy caps what it honours.
+	if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), r.now()); ok {
+		f.RetryAfter, f.HasRetryAfter = d, true
 	}
 	return out, f
 }
@@ -179,6 +224,10 @@ func httpErrorFailure(ctx, actx context.Context, timeout time.Duration, prefix s
 		return &Failure{Type: TypeInterrupted, Message: "cancelled while the request was in flight"}
 	case errors.Is(actx.Err(), context.DeadlineExceeded):
 		return &Failure{Type: TypeTimeout, Message: fmt.Sprintf("%stimed out after %s", prefix, timeout)}
+	}
+	var redirects *tooManyRedirects
+	if errors.As(err, &redirects) {
+		return &Failure{Type: TypeHTTPTooManyRedirects, Message: prefix + redirects.Error()}
 	}
 	// A Timeout() error with the attempt's deadline not reached comes from
 	// the base client's own Timeout or a transport deadline.
@@ -215,9 +264,15 @@ func expectedStatus(expect []int, code int) bool {
 // maxRetryAfterSeconds keeps a delta-seconds value inside time.Duration.
 const maxRetryAfterSeconds = int64(1<<63-1) / int64(time.Second)
 
+// maxDuration is the longest time.Duration.
+const maxDuration = time.Duration(1<<63 - 1)
+
 // parseRetryAfter reads a Retry-After value (RFC 9110 §10.2.3): delay
 // seconds or an HTTP-date, the latter relative to now; a date in the past
-// means no wait. ok is false when the header is absent or unparsable.
+// means no wait. A delay too long for time.Duration saturates: the server
+// asked for a very long wait, and the retry policy's maximum_retry_after
+// decides how much of it to honour. ok is false when the header is absent
+// or not one of those forms (negative, fractional, garbage).
 func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 	v = strings.TrimSpace(v)
 	if v == "" {
@@ -226,7 +281,8 @@ func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 	if isDigits(v) {
 		secs, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || secs > maxRetryAfterSeconds {
-			return 0, false
+			// Only a range error is possible for a string of digits.
+			return maxDuration, true
 		}
 		return time.Duration(secs) * time.Second, true
 	}

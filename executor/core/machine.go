@@ -872,7 +872,7 @@ func (c *Core) failure(a *act, f retry.Failure, end time.Time) {
 	next := att.Number + 1
 	if b == nil {
 		c.emit(failed)
-		c.armRetry(a, att, next, dec.Delay, dec.Source)
+		c.armRetry(a, att, next, dec)
 		return
 	}
 	ok, nextFree := c.take(a, b, false)
@@ -880,7 +880,7 @@ func (c *Core) failure(a *act, f retry.Failure, end time.Time) {
 	case ok:
 		failed.Budget = c.usage(a)
 		c.emit(failed)
-		c.armRetry(a, att, next, dec.Delay, dec.Source)
+		c.armRetry(a, att, next, dec)
 	case b.cfg.OnExhausted == "fail" || nextFree.IsZero():
 		// A budget that never frees (max_retries 0) cannot be waited for.
 		c.emit(failed)
@@ -985,7 +985,8 @@ func (c *Core) emitBudgetWait(a *act) {
 	c.emit(ev)
 }
 
-func (c *Core) armRetry(a *act, att *record.Attempt, next int, delay time.Duration, source string) {
+func (c *Core) armRetry(a *act, att *record.Attempt, next int, dec retry.Decision) {
+	delay, source := dec.Delay, dec.Source
 	if att != nil {
 		att.Wait, att.HasWait, att.WaitSource = delay, true, source
 		c.markAtt(att)
@@ -1000,6 +1001,9 @@ func (c *Core) armRetry(a *act, att *record.Attempt, next int, delay time.Durati
 	ev.Attempt = next
 	ev.DelayMs = event.Ms(delay)
 	ev.DelaySource = source
+	if dec.Capped {
+		ev.DelayCapped, ev.RequestedDelayMs = true, event.Ms(dec.Requested)
+	}
 	ev.FireAt = timePtr(r.Timer.FireAt)
 	c.emit(ev)
 }

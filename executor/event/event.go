@@ -186,6 +186,11 @@ type Event struct {
 	// Output is the end of what the attempt printed, on attempt_succeeded
 	// and attempt_failed of exec and http attempts.
 	Output *Output `json:"output,omitempty"`
+	// DelayCapped is set on retry_scheduled when the activity asked for a
+	// longer delay (RequestedDelayMs) than the policy's maximum_retry_after
+	// allows, so DelayMs is that cap instead.
+	DelayCapped      bool   `json:"delay_capped,omitempty"`
+	RequestedDelayMs *int64 `json:"requested_delay_ms,omitempty"`
 }
 
 // RuleRef names the retry rule that speaks for an activity: the one whose

@@ -22,8 +22,19 @@ var ErrNoApply = errors.New("no wf apply is running on this state")
 var ErrNotRemote = errors.New("subscription is not connected to an apply")
 
 // DefaultHistory is how many events (besides the plan events) a server
-// keeps for clients that connect late.
+// keeps for clients that connect late or fall behind.
 const DefaultHistory = 10000
+
+// Bounds of what the server holds, when ServeOptions leaves them zero.
+const (
+	// DefaultHistoryBytes bounds the recent events kept, by encoded size.
+	DefaultHistoryBytes = 8 << 20
+	// DefaultClientQueueEvents and DefaultClientQueueBytes bound what one
+	// watcher can have queued before its backlog is dropped for a fresh
+	// snapshot: a watcher that stops reading costs this much, no more.
+	DefaultClientQueueEvents = 1024
+	DefaultClientQueueBytes  = 512 << 10
+)
 
 // maxLine bounds one JSON line on the socket. A plan event lists every
 // activity of an instance, so it can be large.
@@ -34,9 +45,16 @@ type ServeOptions struct {
 	// OnFireNow is called (from a connection's goroutine) when a client asks
 	// to fire an activity's pending retry now. Nil ignores such requests.
 	OnFireNow func(instance, activity string)
-	// History is the number of non-plan events replayed to a client that
-	// connects late; 0 means DefaultHistory.
+	// History is the number of recent non-plan events replayed to a client
+	// that connects late or falls behind; 0 means DefaultHistory.
 	History int
+	// HistoryBytes bounds the same events by encoded size; 0 means
+	// DefaultHistoryBytes.
+	HistoryBytes int
+	// ClientQueueEvents and ClientQueueBytes bound one client's queue; 0
+	// means DefaultClientQueueEvents and DefaultClientQueueBytes.
+	ClientQueueEvents int
+	ClientQueueBytes  int
 }
 
 // clientMsg is a line a client sends to the server.
@@ -49,21 +67,28 @@ type fireNowCmd struct {
 	Activity string `json:"activity"`
 }
 
+// wireEvent is an event on the socket: its -json encoding plus a sequence
+// number ("seq", from 1, increasing), by which a client drops the events it
+// already has when the server sends it a fresh snapshot. Clients that do
+// not know the field ignore it.
+type wireEvent struct {
+	Seq uint64 `json:"seq"`
+	Event
+}
+
 // server streams a bus over a Unix socket.
 type server struct {
 	path string
 	ln   net.Listener
 	opts ServeOptions
 	sub  *Subscription // the server's own subscription to the run's bus
-	fan  *Bus          // one subscription per client; Publish never blocks
 
 	mu      sync.Mutex
-	plans   []Event        // latest plan event per instance, in first-seen order
-	planIdx map[string]int // instance -> index in plans
-	ring    []Event        // last opts.History non-plan events
-	start   int            // index of the oldest event in ring once full
-	conns   map[net.Conn]struct{}
-	closed  bool
+	seq     uint64
+	hist    *history
+	clients map[*client]net.Conn
+	ended   bool // the bus is closed: the run is over
+	closed  bool // shut down
 
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
@@ -71,12 +96,23 @@ type server struct {
 }
 
 // Serve listens on a Unix socket at path and streams every event published
-// on bus to each client as JSON lines. A client first receives a replay of
-// the latest plan event of every instance and the last events (see
-// ServeOptions.History), then everything published after it connected. Each
-// client drains its own unbounded queue, so a slow or vanished client never
-// blocks the bus or other clients. A stale socket file at path is removed
-// first; the socket is made private to the user (mode 0600).
+// on bus to each client as JSON lines. A client first receives a snapshot:
+// the latest plan event of every instance, the latest event of every
+// activity and the recent events (see ServeOptions.History), in the order
+// they happened; then everything published after it connected.
+//
+// The socket can be reached only by its owner from the moment it exists:
+// it is bound inside a private (0700) directory next to path, made 0600
+// there and only then renamed to path. A stale socket at path is replaced;
+// any other kind of file there is an error (it is never followed).
+//
+// Each client has its own bounded queue (ServeOptions.ClientQueueEvents and
+// ClientQueueBytes), so a client that reads slowly or not at all never
+// blocks the bus or other clients and costs at most that queue. When the
+// queue overflows its backlog is dropped, and once the client reads again
+// it is sent a fresh snapshot, after which it goes on live; Dial drops the
+// events of the snapshot the client already has (by seq), so a view fed by
+// Dial just carries on, minus what fell out of the history meanwhile.
 //
 // Closing the returned io.Closer (or cancelling ctx) stops the server,
 // disconnects every client and removes the socket file. When the bus is
@@ -85,17 +121,18 @@ func Serve(ctx context.Context, path string, bus *Bus, opts ServeOptions) (io.Cl
 	if opts.History <= 0 {
 		opts.History = DefaultHistory
 	}
-	if err := removeStaleSocket(path); err != nil {
-		return nil, err
+	if opts.HistoryBytes <= 0 {
+		opts.HistoryBytes = DefaultHistoryBytes
 	}
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "unix", path)
+	if opts.ClientQueueEvents <= 0 {
+		opts.ClientQueueEvents = DefaultClientQueueEvents
+	}
+	if opts.ClientQueueBytes <= 0 {
+		opts.ClientQueueBytes = DefaultClientQueueBytes
+	}
+	ln, err := listenPrivate(ctx, path)
 	if err != nil {
-		return nil, fmt.Errorf("listen on event socket %s: %w", path, err)
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		_ = ln.Close()
-		return nil, fmt.Errorf("restrict event socket %s: %w", path, err)
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	s := &server{
@@ -103,9 +140,8 @@ func Serve(ctx context.Context, path string, bus *Bus, opts ServeOptions) (io.Cl
 		ln:      ln,
 		opts:    opts,
 		sub:     bus.Subscribe(),
-		fan:     NewBus(),
-		planIdx: map[string]int{},
-		conns:   map[net.Conn]struct{}{},
+		hist:    newHistory(opts.History, opts.HistoryBytes),
+		clients: map[*client]net.Conn{},
 		cancel:  cancel,
 	}
 	s.wg.Add(3)
@@ -119,71 +155,47 @@ func Serve(ctx context.Context, path string, bus *Bus, opts ServeOptions) (io.Cl
 	return s, nil
 }
 
-// removeStaleSocket deletes a socket file left by an apply that died. Any
-// other kind of file is left alone: it is not ours to delete.
-func removeStaleSocket(path string) error {
-	fi, err := os.Lstat(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("inspect event socket %s: %w", path, err)
-	}
-	if fi.Mode()&fs.ModeSocket == 0 {
-		return fmt.Errorf("event socket %s: a file that is not a socket is in the way", path)
-	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("remove stale event socket %s: %w", path, err)
-	}
-	return nil
-}
-
-// pump records history and forwards batches to the clients. History and
-// fan-out happen under one lock so that a client connecting concurrently
-// sees every event exactly once: either in its replay or live.
+// pump encodes each event once, records it in the history and queues it
+// for every client, all under one lock, so that a client connecting or
+// catching up concurrently sees every event exactly once: either in its
+// snapshot or after it.
 func (s *server) pump(ctx context.Context) {
 	defer s.wg.Done()
-	defer s.fan.Close()
+	defer s.closeClients()
 	for {
 		batch, ok := s.sub.Next(ctx)
 		if !ok {
 			return
 		}
+		ls := make([]*line, 0, len(batch))
 		s.mu.Lock()
-		for _, ev := range batch {
-			s.record(ev)
+		for i := range batch {
+			ev := &batch[i]
+			s.seq++
+			data, err := json.Marshal(wireEvent{Seq: s.seq, Event: *ev})
+			if err != nil {
+				continue // an Event holds only JSON-safe values
+			}
+			l := &line{seq: s.seq, data: append(data, '\n'), key: ev.Instance + "\x00" + ev.Activity}
+			s.hist.add(l, ev.Type == Plan, ev.Instance)
+			ls = append(ls, l)
 		}
-		s.fan.Publish(batch...)
+		for c := range s.clients {
+			c.push(ls)
+		}
 		s.mu.Unlock()
 	}
 }
 
-// record adds ev to the bounded history; s.mu is held.
-func (s *server) record(ev Event) {
-	if ev.Type == Plan {
-		if i, ok := s.planIdx[ev.Instance]; ok {
-			s.plans[i] = ev
-		} else {
-			s.planIdx[ev.Instance] = len(s.plans)
-			s.plans = append(s.plans, ev)
-		}
-		return
+// closeClients lets every client finish what it has and disconnect: the run
+// is over.
+func (s *server) closeClients() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ended = true
+	for c := range s.clients {
+		c.close()
 	}
-	if len(s.ring) < s.opts.History {
-		s.ring = append(s.ring, ev)
-		return
-	}
-	s.ring[s.start] = ev
-	s.start = (s.start + 1) % len(s.ring)
-}
-
-// snapshot returns the replay for a new client; s.mu is held.
-func (s *server) snapshot() []Event {
-	out := make([]Event, 0, len(s.plans)+len(s.ring))
-	out = append(out, s.plans...)
-	out = append(out, s.ring[s.start:]...)
-	out = append(out, s.ring[:s.start]...)
-	return out
 }
 
 func (s *server) accept(ctx context.Context) {
@@ -199,29 +211,32 @@ func (s *server) accept(ctx context.Context) {
 			_ = conn.Close()
 			return
 		}
-		replay := s.snapshot()
-		sub := s.fan.Subscribe()
-		s.conns[conn] = struct{}{}
+		c := newClient(s.opts.ClientQueueEvents, s.opts.ClientQueueBytes)
+		if s.ended {
+			c.close() // it gets the snapshot, then the run is over
+		}
+		replay := s.hist.snapshot()
+		s.clients[c] = conn
 		s.wg.Add(2)
 		s.mu.Unlock()
-		go s.write(ctx, conn, replay, sub)
-		go s.read(conn)
+		go s.write(ctx, c, conn, replay)
+		go s.read(c, conn)
 	}
 }
 
-// write sends the replay and then the live events to one client. It
-// returns (and drops the client) on the first write error.
-func (s *server) write(ctx context.Context, conn net.Conn, replay []Event, sub *Subscription) {
+// write sends the snapshot and then the live events to one client, and a
+// fresh snapshot whenever its backlog was dropped. It returns (and drops
+// the client) on the first write error.
+func (s *server) write(ctx context.Context, c *client, conn net.Conn, replay []*line) {
 	defer s.wg.Done()
-	defer s.drop(conn)
-	defer sub.Unsubscribe()
-	w := bufio.NewWriter(conn)
-	enc := json.NewEncoder(w)
-	send := func(evs []Event) error {
-		for i := range evs {
-			if err := enc.Encode(&evs[i]); err != nil {
+	defer s.drop(c)
+	w := bufio.NewWriterSize(conn, 16<<10)
+	send := func(ls []*line) error {
+		for i, l := range ls {
+			if _, err := w.Write(l.data); err != nil {
 				return err
 			}
+			ls[i] = nil // a stalled client pins only what it has not been sent
 		}
 		return w.Flush()
 	}
@@ -229,11 +244,17 @@ func (s *server) write(ctx context.Context, conn net.Conn, replay []Event, sub *
 		return
 	}
 	for {
-		batch, ok := sub.Next(ctx)
+		ls, resync, ok := c.next(ctx)
 		if !ok {
 			return
 		}
-		if send(batch) != nil {
+		if resync {
+			s.mu.Lock()
+			ls = s.hist.snapshot()
+			c.caughtUp()
+			s.mu.Unlock()
+		}
+		if send(ls) != nil {
 			return
 		}
 	}
@@ -241,7 +262,7 @@ func (s *server) write(ctx context.Context, conn net.Conn, replay []Event, sub *
 
 // read handles the commands a client sends. Unknown or malformed lines are
 // ignored: a watcher of another version must not break the apply.
-func (s *server) read(conn net.Conn) {
+func (s *server) read(c *client, conn net.Conn) {
 	defer s.wg.Done()
 	sc := bufio.NewScanner(conn)
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
@@ -255,23 +276,28 @@ func (s *server) read(conn net.Conn) {
 		}
 	}
 	// The client hung up: stop writing to it as well.
-	s.drop(conn)
+	s.drop(c)
 }
 
-func (s *server) drop(conn net.Conn) {
+func (s *server) drop(c *client) {
 	s.mu.Lock()
-	delete(s.conns, conn)
+	conn := s.clients[c]
+	delete(s.clients, c)
 	s.mu.Unlock()
-	_ = conn.Close()
+	c.close()
+	if conn != nil {
+		_ = conn.Close()
+	}
 }
 
 func (s *server) shutdown() {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
 		s.closed = true
-		conns := make([]net.Conn, 0, len(s.conns))
-		for c := range s.conns {
-			conns = append(conns, c)
+		conns := make([]net.Conn, 0, len(s.clients))
+		for c, conn := range s.clients {
+			c.close()
+			conns = append(conns, conn)
 		}
 		s.mu.Unlock()
 		_ = s.ln.Close()
@@ -279,8 +305,6 @@ func (s *server) shutdown() {
 		for _, c := range conns {
 			_ = c.Close()
 		}
-		// The listener removes its socket file on Close; this covers the
-		// case where it could not.
 		_ = os.Remove(s.path)
 	})
 }
@@ -334,17 +358,33 @@ func Dial(ctx context.Context, path string) (*Subscription, error) {
 	go func() {
 		defer close(done)
 		defer local.Close()
-		sc := bufio.NewScanner(conn)
-		sc.Buffer(make([]byte, 0, 64<<10), maxLine)
-		for sc.Scan() {
-			var ev Event
-			if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-				continue // a line this version does not understand
-			}
-			local.Publish(ev)
-		}
+		_ = readStream(conn, local.Publish)
 	}()
 	return sub, nil
+}
+
+// readStream decodes the server's JSON lines and publishes each event once:
+// an event whose seq the client already has (a snapshot re-sent after the
+// client fell behind repeats them) is dropped. Lines it does not understand
+// are skipped: a server of another version must not break the watcher.
+func readStream(r io.Reader, publish func(...Event)) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
+	var last uint64
+	for sc.Scan() {
+		var w wireEvent
+		if err := json.Unmarshal(sc.Bytes(), &w); err != nil {
+			continue
+		}
+		if w.Seq != 0 {
+			if w.Seq <= last {
+				continue
+			}
+			last = w.Seq
+		}
+		publish(w.Event)
+	}
+	return sc.Err()
 }
 
 // FireNow asks the apply behind a subscription returned by Dial to fire the

@@ -35,3 +35,23 @@ func (r *Resolved) Hash() string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
+
+// Matches reports whether a definition hash stored in state is this
+// activity's: Hash, or for a record written before hashes left out the
+// absolute directory, the hash as it was computed then (the evaluated kind
+// block with the exec working directory as resolved on this machine). The
+// second form lets a state written by an older wf plan as unchanged where
+// it was written; it stops matching once the directory moves, like the
+// old behaviour.
+func (r *Resolved) Matches(stored string) bool {
+	return stored == r.Hash() || (r.Exec != nil && stored == r.legacyHash())
+}
+
+func (r *Resolved) legacyHash() string {
+	b, err := json.Marshal(r)
+	if err != nil {
+		panic("config: marshal resolved activity: " + err.Error())
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}

@@ -322,11 +322,11 @@ func planActivity(wf *config.Workflow, a *config.Activity, records map[string]*r
 		if up := changedUpstream(a, actions); up != "" {
 			return fresh(ActionRerun, fmt.Sprintf("upstream activity.%s will run", up))
 		}
-		hash, diags := defHash(wf, a, records, resolve)
+		res, diags := resolveDef(wf, a, records, resolve)
 		if diags.HasErrors() {
 			return ap, diags
 		}
-		if hash != rec.DefHash {
+		if !res.Matches(rec.DefHash) {
 			return fresh(ActionRerun, "definition changed")
 		}
 		ap.Action, ap.Generation = ActionUnchanged, gen
@@ -336,7 +336,7 @@ func planActivity(wf *config.Workflow, a *config.Activity, records map[string]*r
 		if rec.DefHash != "" && changedUpstream(a, actions) == "" {
 			// Only a definite change re-runs an unfinished activity; an
 			// activity that cannot be evaluated now simply resumes.
-			if hash, d := defHash(wf, a, records, resolve); !d.HasErrors() && hash != rec.DefHash {
+			if res, d := resolveDef(wf, a, records, resolve); !d.HasErrors() && !res.Matches(rec.DefHash) {
 				return fresh(ActionRerun, "definition changed while unfinished")
 			}
 		}
@@ -365,8 +365,9 @@ func changedUpstream(a *config.Activity, actions map[string]Action) string {
 	return ""
 }
 
-// defHash resolves a with its upstream outputs as stored in state.
-func defHash(wf *config.Workflow, a *config.Activity, records map[string]*record.Activity, resolve resolveFunc) (string, hcl.Diagnostics) {
+// resolveDef resolves a with its upstream outputs as stored in state, to
+// compare its definition with the stored hash.
+func resolveDef(wf *config.Workflow, a *config.Activity, records map[string]*record.Activity, resolve resolveFunc) (*config.Resolved, hcl.Diagnostics) {
 	upstream := make(map[string]cty.Value, len(a.DependsOn))
 	for _, up := range a.DependsOn {
 		r := records[up]
@@ -375,7 +376,7 @@ func defHash(wf *config.Workflow, a *config.Activity, records map[string]*record
 		}
 		v, err := config.OutputsValue(r.Outputs)
 		if err != nil {
-			return "", hcl.Diagnostics{{
+			return nil, hcl.Diagnostics{{
 				Severity: hcl.DiagError,
 				Summary:  "Cannot decode stored outputs",
 				Detail:   fmt.Sprintf("decode outputs of activity.%s in %s: %v", up, wf.Address(), err),
@@ -385,10 +386,10 @@ func defHash(wf *config.Workflow, a *config.Activity, records map[string]*record
 		upstream[up] = v
 	}
 	res, diags := resolve(a, upstream)
-	if diags.HasErrors() || res == nil {
-		return "", diags
+	if res == nil && !diags.HasErrors() {
+		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Cannot evaluate activity", Detail: "activity." + a.Name + " could not be evaluated", Subject: a.DeclRange.Ptr()})
 	}
-	return res.Hash(), diags
+	return res, diags
 }
 
 // resumePoint says which attempt a resumed activity starts next, when, and

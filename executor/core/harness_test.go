@@ -57,6 +57,18 @@ func (m *memState) apply(ms []record.Mutation) {
 		case mu.Instance != nil:
 			i := *mu.Instance
 			m.insts[i.Address()] = &i
+		case mu.DeleteActivity != nil:
+			d := mu.DeleteActivity
+			delete(m.acts[d.Workflow+"/"+d.Key], d.Name)
+		case mu.RenameActivity != nil:
+			r := mu.RenameActivity
+			acts := m.acts[r.Workflow+"/"+r.Key]
+			if a := acts[r.From]; a != nil {
+				delete(acts, r.From)
+				cp := copyActivity(a)
+				cp.Name = r.To
+				acts[r.To] = &cp
+			}
 		}
 	}
 }

@@ -39,6 +39,9 @@ type inst struct {
 	addr string
 	acts []*act // topological order, ties broken by declaration order
 	rec  *record.Instance
+	// More of the instance (expand.go): its nodes by name, its stored
+	// records as the configuration names them, its outputs.
+	instExt
 }
 
 type act struct {
@@ -55,7 +58,6 @@ type act struct {
 	cur     *record.Attempt // the attempt in flight or sleeping
 	up      []*act
 	down    []*act
-	unmet   int
 	heapIdx int
 	qIdx    int
 	dirty   bool
@@ -64,6 +66,9 @@ type act struct {
 	// its maximum_attempts is the limit the next attempts are counted
 	// against, so a 429 rule allowing 10 shows "attempt k/10".
 	rule int
+	// What the language adds (for_each groups, trigger rules, cached
+	// upstream values, redaction): expand.go, trigger.go, redact.go.
+	actExt
 }
 
 type budgetState struct {
@@ -141,36 +146,7 @@ func New(opts Options) *Core {
 		}
 		c.byAddr[in.addr] = in
 		c.insts = append(c.insts, in)
-		state := opts.Activities[in.addr]
-		byName := map[string]*act{}
-		for _, ac := range topoOrder(spec.Workflow.Activities) {
-			a := &act{in: in, cfg: ac, order: len(c.all), heapIdx: -1, qIdx: -1, rule: -1}
-			if r := state[ac.Name]; r != nil {
-				cp := copyActivity(r)
-				a.rec = &cp
-			}
-			a.mode = modeFor(spec.Modes, ac.Name, a.rec)
-			a.action = actionFor(a.mode, a.rec)
-			for _, r := range ac.Rules {
-				if r.Policy.Budget != "" {
-					a.budget = r.Policy.Budget
-					break
-				}
-			}
-			byName[ac.Name] = a
-			in.acts = append(in.acts, a)
-			c.all = append(c.all, a)
-		}
-		// in.acts is topological, so every upstream already has its node
-		// and downstream lists come out in topological order.
-		for _, a := range in.acts {
-			for _, name := range a.cfg.DependsOn {
-				if u := byName[name]; u != nil && u != a {
-					a.up = append(a.up, u)
-					u.down = append(u.down, a)
-				}
-			}
-		}
+		c.buildInstance(in, spec)
 	}
 	return c
 }
@@ -265,6 +241,7 @@ func (c *Core) Start(now time.Time) Ready {
 		c.begin = now
 		for _, in := range c.insts {
 			c.initInstance(in)
+			c.settleState(in)
 		}
 		// Recovery after every instance is initialised, so that a failure
 		// found here can cascade into downstream activities.
@@ -358,6 +335,7 @@ func (c *Core) step(now time.Time, f func()) Ready {
 	// for a wake-up round trip through the shell.
 	c.fireDue()
 	c.pump()
+	c.emitOutputs()
 	c.checkDone()
 	c.flush()
 	if !c.stopped && c.timers.Len() > 0 {
@@ -421,12 +399,7 @@ func (c *Core) find(addr, name string) *act {
 	if in == nil {
 		return nil
 	}
-	for _, a := range in.acts {
-		if a.cfg.Name == name {
-			return a
-		}
-	}
-	return nil
+	return in.byName[name]
 }
 
 // ---- start-up -----------------------------------------------------------
@@ -442,25 +415,13 @@ func (c *Core) initInstance(in *inst) {
 	c.instDirty = append(c.instDirty, in)
 
 	plan := event.Event{Time: c.now, Type: event.Plan, Workflow: in.wf.Name, Instance: in.addr}
-	for _, a := range in.acts {
-		info := event.ActivityInfo{
-			Activity:    "activity." + a.cfg.Name,
-			Kind:        string(a.cfg.Kind),
-			Action:      a.action,
-			MaxAttempts: maxAttempts(a.cfg),
-		}
-		for _, u := range a.up {
-			info.DependsOn = append(info.DependsOn, "activity."+u.cfg.Name)
-		}
-		if a.mode == ModeResume && a.rec != nil {
-			info.Attempts = a.rec.Attempts
-		}
-		plan.Activities = append(plan.Activities, info)
-	}
+	plan.Activities = c.planInfos(in.acts)
 	c.emit(plan)
 
 	for _, a := range in.acts {
-		c.initActivity(a)
+		if a.grp == nil {
+			c.initActivity(a)
+		}
 	}
 }
 
@@ -624,26 +585,6 @@ func itThem(n int) string {
 	return "them"
 }
 
-// unblock decides what a blocked activity does given its upstreams.
-func (c *Core) unblock(a *act) {
-	a.unmet = 0
-	for _, u := range a.up {
-		switch {
-		case u.rec.Status == record.StatusSucceeded && u.phase == phaseDone:
-		case u.phase == phaseDone:
-			c.skip(a)
-			return
-		default:
-			// Running, waiting, or held (which never ends in this run:
-			// the activity stays blocked and pending).
-			a.unmet++
-		}
-	}
-	if a.unmet == 0 {
-		c.enqueue(a, a.rec.Attempts+1, "")
-	}
-}
-
 // ---- transitions --------------------------------------------------------
 
 func (c *Core) enqueue(a *act, number int, firedBy string) {
@@ -667,7 +608,7 @@ func (c *Core) pump() {
 func (c *Core) startAttempt(a *act) {
 	upstream := make(map[string]cty.Value, len(a.up))
 	for _, u := range a.up {
-		v, err := config.OutputsValue(u.rec.Outputs)
+		v, err := c.upstreamValue(u, false)
 		if err != nil {
 			c.failConfig(a, fmt.Sprintf("outputs of activity.%s: %v", u.cfg.Name, err))
 			return
@@ -680,9 +621,10 @@ func (c *Core) startAttempt(a *act) {
 		if diags.HasErrors() {
 			msg = diagText(diags)
 		}
-		c.failConfig(a, msg)
+		c.failConfig(a, a.in.red.String(msg))
 		return
 	}
+	c.setRedactor(a, res)
 	r := a.rec
 	n := a.next
 	if n < 1 {
@@ -757,6 +699,7 @@ func (c *Core) result(res Result) {
 		// Stale or unknown: nothing in flight matches it.
 		return
 	}
+	res = c.redact(a, res)
 	c.running--
 	// The attempt's events carry the tail of what it printed (the
 	// dashboard's l view, for wf apply and wf watch alike).
@@ -808,15 +751,7 @@ func (c *Core) succeed(a *act, outputs json.RawMessage, end time.Time) {
 	ev.Attempt = att.Number
 	ev.DurationMs = event.Ms(end.Sub(r.FirstStart))
 	c.emit(ev)
-
-	for _, d := range a.down {
-		if d.phase == phaseBlocked {
-			d.unmet--
-			if d.unmet <= 0 {
-				c.enqueue(d, d.rec.Attempts+1, "")
-			}
-		}
-	}
+	c.ended(a)
 }
 
 func (c *Core) failure(a *act, f retry.Failure, end time.Time) {
@@ -1032,26 +967,23 @@ func (c *Core) failConfig(a *act, msg string) {
 	c.fail(a, event.ReasonNonRetryable, record.Error{Type: "config", Message: msg, NonRetryable: true})
 }
 
-func (c *Core) skip(a *act) {
+// skip ends an activity that does not run (reason: why, see trigger.go).
+func (c *Core) skip(a *act, reason string) {
 	r := a.rec
 	r.Status = record.StatusSkipped
+	r.FailReason = reason
 	r.Timer = nil
 	r.Finished = c.now
 	c.markAct(a)
 	a.phase = phaseDone
 	ev := c.ev(a, event.ActivitySkipped)
-	ev.Reason = event.ReasonUpstreamFailed
+	ev.Reason = reason
 	c.emit(ev)
 	c.cascade(a)
 }
 
-func (c *Core) cascade(a *act) {
-	for _, d := range a.down {
-		if d.phase == phaseBlocked {
-			c.skip(d)
-		}
-	}
-}
+// cascade tells the activities downstream of a that it ended.
+func (c *Core) cascade(a *act) { c.ended(a) }
 
 // ---- timers -------------------------------------------------------------
 
@@ -1189,28 +1121,8 @@ func (c *Core) checkDone() {
 	if !c.stopped && (c.timers.Len() > 0 || c.queue.Len() > 0) {
 		return
 	}
-	sum := event.Summary{Activities: len(c.all), Attempts: c.attempts, Retries: c.retries, DurationMs: c.now.Sub(c.begin).Milliseconds()}
-	for _, a := range c.all {
-		switch {
-		case a.mode == ModeSkip:
-			sum.Unchanged++
-		case a.rec.Status == record.StatusSucceeded:
-			sum.Succeeded++
-		case a.rec.Status == record.StatusFailed:
-			sum.Failed++
-		case a.rec.Status == record.StatusSkipped:
-			sum.Skipped++
-		default:
-			sum.Pending++
-		}
-	}
-	status := event.StatusSucceeded
-	switch {
-	case c.stopped && sum.Pending > 0:
-		status = event.StatusInterrupted
-	case sum.Failed > 0 || sum.Skipped > 0 || sum.Pending > 0:
-		status = event.StatusFailed
-	}
+	// Counting and the run's status: trigger.go.
+	sum, status := c.outcome()
 	c.finished = true
 	c.status = status
 	ev := event.Event{Time: c.now, Type: event.RunCompleted, Status: status, Summary: &sum}

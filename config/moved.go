@@ -147,7 +147,9 @@ func (l *loader) loadMoved(w *Workflow, blocks []*hcl.Block, declared map[string
 			continue
 		}
 		if f := declared[from.Name]; f != nil {
-			stillThere := !from.HasKey
+			// activity.a to activity.a["k"] (for_each added) and back are
+			// moves within one declared activity.
+			stillThere := !from.HasKey && f.ForEach == nil
 			if from.HasKey && f.ForEach != nil && f.ForEach.Known() {
 				for _, k := range f.StaticKeys() {
 					stillThere = stillThere || k == from.Key

@@ -37,7 +37,7 @@ type actExt struct {
 	// counted the upstreams; then pending are the ones still running or
 	// waiting, failedUp those that failed (or were skipped because
 	// something before them failed), skippedUp those skipped otherwise.
-	counted                     bool
+	counted                      bool
 	pending, failedUp, skippedUp int
 	// val and cval cache what downstream expressions see of the node
 	// once it has ended (upstreamValue).

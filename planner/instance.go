@@ -86,7 +86,36 @@ func planInstance(wf *config.Workflow, st StateReader, now time.Time, replace re
 		ip.Activities = append(ip.Activities, aps...)
 	}
 	ip.Activities = append(ip.Activities, p.removed()...)
+	diags = append(diags, p.unmatchedReplace()...)
 	return ip, diags
+}
+
+// unmatchedReplace reports -replace element addresses whose key the
+// activity's for_each (known only now, from state) does not have.
+func (p *instancePlanner) unmatchedReplace() hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	prefix := replaceKey(p.wf.Name, "")
+	for k := range p.replace {
+		name, ok := strings.CutPrefix(k, prefix)
+		if !ok {
+			continue
+		}
+		block, key, isElem := config.SplitName(name)
+		els, known := p.elems[block]
+		if !isElem || !known || p.claimed[name] {
+			continue
+		}
+		keys := make([]string, len(els))
+		for i, el := range els {
+			keys[i] = el.Key
+		}
+		detail := fmt.Sprintf("-replace=activity.%s: activity.%s has no element %q in %s.", name, block, key, p.wf.Address())
+		if s := config.Suggest(key, keys); s != "" {
+			detail += " Did you mean " + config.Address{Name: block, Key: s, HasKey: true}.String() + "?"
+		}
+		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Replace address matches no element", Detail: detail})
+	}
+	return diags
 }
 
 // applyMoves renames the records the moved blocks carry over; a move onto
@@ -269,7 +298,7 @@ func (p *instancePlanner) compute(dep string, condition bool) (cty.Value, error)
 	if a == nil {
 		return cty.NilVal, nil
 	}
-	if a.ForEach != nil {
+	if _, _, isElem := config.SplitName(dep); !isElem && a.ForEach != nil {
 		els, ok := p.elems[dep]
 		if !ok {
 			return cty.NilVal, nil

@@ -344,6 +344,9 @@ func (cmd *ApplyCommand) execute(ctx context.Context, cfg *config.Config, store 
 	status := outcome.Status
 	if !cmd.json {
 		fmt.Fprintf(cmd.stdout, "\n%s\n", fmtSummary(status, outcome.Summary))
+		if err := printOutputs(cmd.stdout, cfg, plan, store.Activities); err != nil {
+			fmt.Fprintf(cmd.stderr, "Warning: %v\n", err)
+		}
 	}
 	switch status {
 	case event.StatusSucceeded:

@@ -107,11 +107,11 @@ func TestUsage(t *testing.T) {
 		{name: "no args", args: nil, code: 1, stderr: "Usage: wf"},
 		{name: "help", args: []string{"-h"}, code: 0, stdout: "Main commands:"},
 		{name: "double dash help", args: []string{"--help"}, code: 0, stdout: "watch"},
-		{name: "unknown", args: []string{"frobnicate"}, code: 1, stderr: `unknown command "frobnicate"`},
+		{name: "unknown", args: []string{"frobnicate"}, code: 1, stderr: `wf has no command "frobnicate".` + "\nRun \"wf -help\" for the list of commands.\n"},
 		{name: "command help", args: []string{"plan", "-h"}, code: 0, stderr: "-detailed-exitcode"},
-		{name: "unknown flag", args: []string{"plan", "-bogus"}, code: 1, stderr: "flag provided but not defined: -bogus"},
+		{name: "unknown flag", args: []string{"plan", "-bogus"}, code: 1, stderr: "Error: wf plan has no flag -bogus.\nRun \"wf plan -h\" for its flags.\n"},
 		{name: "state usage", args: []string{"state"}, code: 1, stderr: "Subcommands:"},
-		{name: "state unknown", args: []string{"state", "mv"}, code: 1, stderr: `unknown subcommand "mv"`},
+		{name: "state unknown", args: []string{"state", "mv"}, code: 1, stderr: `wf state has no subcommand "mv".`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

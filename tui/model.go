@@ -131,7 +131,9 @@ type Model struct {
 	selRow   int
 	offset   int
 	filter   filterState
-	focus    pane
+	// collapsed counts the folded groups (groups.go).
+	collapsed int
+	focus     pane
 	logBack  int // event log lines scrolled back from the newest; 0 follows
 
 	screen   screen

@@ -134,7 +134,7 @@ type Model struct {
 	// collapsed counts the folded groups (groups.go).
 	collapsed int
 	focus     pane
-	logBack  int // event log lines scrolled back from the newest; 0 follows
+	logBack   int // event log lines scrolled back from the newest; 0 follows
 
 	screen   screen
 	back     []screen // screens to return to on esc

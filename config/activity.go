@@ -253,6 +253,7 @@ func (l *loader) loadActivity(w *Workflow, b *hcl.Block, names map[string]bool, 
 					workflow: w,
 					calls:    calledFunctions(attrExprs(kc.Attributes)...),
 					secrets:  l.secrets(),
+					each:     forEach[name],
 				}
 			}
 		}
@@ -435,6 +436,8 @@ type kindResolver struct {
 	// secrets are the configuration's sensitive values, kept out of
 	// diagnostics.
 	secrets []string
+	// each: the activity declares for_each, so each is in scope.
+	each bool
 }
 
 func (r *kindResolver) resolve(a *Activity, upstream map[string]cty.Value) (*Resolved, hcl.Diagnostics) {
@@ -466,7 +469,7 @@ func (r *kindResolver) eval(a *Activity, upstream map[string]cty.Value, static b
 	switch {
 	case a.each != cty.NilVal:
 		vars["each"] = a.each
-	case a.ForEach != nil:
+	case r.each:
 		vars["each"] = unknownEach
 	}
 	ctx := funcs(vars)

@@ -251,3 +251,38 @@ workflow "w" {
 		t.Errorf("unhandled failure: exit %d\n%s", r.code, r.stdout)
 	}
 }
+
+// TestExampleFanout runs examples/fanout as its README says, in a copy.
+func TestExampleFanout(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join("..", "..", "examples", "fanout"))); err != nil {
+		t.Fatal(err)
+	}
+	r := wf(t, "plan", "-no-color", dir)
+	if !strings.Contains(r.stdout, "+ activity.deploy (exec)  # one element per key of for_each (known after activity.list_regions)") {
+		t.Errorf("plan:\n%s%s", r.stdout, r.stderr)
+	}
+	r = wf(t, "apply", "-auto-approve", "-no-color", dir)
+	if r.code != 0 {
+		t.Fatalf("apply: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, want := range []string{
+		"activity.deploy: for_each known: 3 elements",
+		`activity.deploy["ap-south"]: attempt 2/3 started`,
+		"activity.canary_check: skipped (condition false)",
+		"Outputs:\n\nversions = {\n  \"ap-south\": \"1.4.2\",\n  \"eu-west\": \"1.4.1\",\n  \"us-east\": \"1.4.1\"\n}\n",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("apply lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if r := wf(t, "plan", "-detailed-exitcode", dir); r.code != 0 {
+		t.Errorf("second plan: exit %d\n%s", r.code, r.stdout)
+	}
+	if r := wf(t, "state", "show", "rollout/default", dir); strings.Contains(r.stdout, "dev-token-1234") || !strings.Contains(r.stdout, "token (sensitive)") {
+		t.Errorf("state show:\n%s", r.stdout)
+	}
+	if r := wf(t, "apply", "-auto-approve", "-var", "canary=true", dir); r.code != 0 || !strings.Contains(r.stdout, "activity.canary_check: succeeded") {
+		t.Errorf("canary: exit %d\n%s", r.code, r.stdout)
+	}
+}

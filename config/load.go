@@ -96,6 +96,13 @@ func LoadFiles(dir string, files map[string][]byte, opts LoadOptions) (*Config, 
 		budget:   b,
 	}
 	cfg := l.load()
+	if red := NewRedactor(l.secrets()); red != nil {
+		// No diagnostic quotes a sensitive variable's value, wherever
+		// it was evaluated (an enum, a duration, a URL).
+		for _, d := range l.diags {
+			d.Summary, d.Detail = red.String(d.Summary), red.String(d.Detail)
+		}
+	}
 	if l.diags.HasErrors() {
 		return &Config{Dir: abs, Sources: l.sources}, l.diags
 	}

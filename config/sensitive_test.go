@@ -108,3 +108,12 @@ func TestRedactor(t *testing.T) {
 		t.Error("nil redactor")
 	}
 }
+
+// TestDiagnosticsHideSecrets: a diagnostic quoting a value evaluated
+// anywhere (here an enum) says (sensitive) instead.
+func TestDiagnosticsHideSecrets(t *testing.T) {
+	_, diags := load(t, "variable \"b\" {\n  default   = \"expo-"+secret+"\"\n  sensitive = true\n}\nretry_policy \"p\" {\n  maximum_attempts = 2\n  backoff = var.b\n}\n", LoadOptions{})
+	if !diags.HasErrors() || strings.Contains(diags.Error(), secret) || !strings.Contains(diags.Error(), Redacted) {
+		t.Errorf("diagnostics: %v", diags)
+	}
+}

@@ -362,6 +362,9 @@ func parseBool(v cty.Value, expr hcl.Expression, attr string) (bool, *hcl.Diagno
 }
 
 func parseStrings(v cty.Value, expr hcl.Expression, attr string) ([]string, *hcl.Diagnostic) {
+	if out, ok := plainStrings(v); ok {
+		return out, nil
+	}
 	l, d := conv(v, cty.List(cty.String), expr, attr)
 	if d != nil {
 		return nil, d
@@ -372,6 +375,25 @@ func parseStrings(v cty.Value, expr hcl.Expression, attr string) ([]string, *hcl
 		out = append(out, e.AsString())
 	}
 	return out, nil
+}
+
+// plainStrings reads a known tuple or list of known, non-null strings
+// directly: what conv would give, without cty's conversion (which builds
+// a number value per index), for argv lists resolved 10,000 times.
+func plainStrings(v cty.Value) ([]string, bool) {
+	ty := v.Type()
+	if !v.IsKnown() || v.IsNull() || v.IsMarked() || !(ty.IsTupleType() || ty.IsListType()) {
+		return nil, false
+	}
+	vals := v.AsValueSlice()
+	out := make([]string, len(vals))
+	for i, e := range vals {
+		if e.IsMarked() || !e.IsKnown() || e.IsNull() || e.Type() != cty.String {
+			return nil, false
+		}
+		out[i] = e.AsString()
+	}
+	return out, true
 }
 
 func parseStringMap(v cty.Value, expr hcl.Expression, attr string) (map[string]string, *hcl.Diagnostic) {

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net/url"
+	"sync"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -438,6 +439,10 @@ type kindResolver struct {
 	secrets []string
 	// each: the activity declares for_each, so each is in scope.
 	each bool
+	// resultRefs are the references to an upstream's result in attrs,
+	// found once (truncatedResultRefs checks them on each Resolve).
+	refsOnce   sync.Once
+	resultRefs []hcl.Traversal
 }
 
 func (r *kindResolver) resolve(a *Activity, upstream map[string]cty.Value) (*Resolved, hcl.Diagnostics) {
@@ -479,9 +484,12 @@ func (r *kindResolver) eval(a *Activity, upstream map[string]cty.Value, static b
 	var diags hcl.Diagnostics
 	if !static {
 		// A cut body has no result: say so, instead of evaluating null.
-		for _, attr := range sortedAttrs(r.attrs) {
-			diags = append(diags, truncatedResultRefs(attr.Expr, upstream, r.workflow)...)
-		}
+		r.refsOnce.Do(func() {
+			for _, attr := range sortedAttrs(r.attrs) {
+				r.resultRefs = append(r.resultRefs, resultTraversals(attr.Expr)...)
+			}
+		})
+		diags = append(diags, truncatedResultRefs(r.resultRefs, upstream, r.workflow)...)
 		if diags.HasErrors() {
 			return nil, diags
 		}

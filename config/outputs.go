@@ -127,12 +127,9 @@ func article(k Kind) string {
 // max_response_bytes: the head of a body is not the JSON the server sent,
 // so there is no result to give, and a null would fail somewhere less
 // obvious.
-func truncatedResultRefs(expr hcl.Expression, upstream map[string]cty.Value, w *Workflow) hcl.Diagnostics {
+func truncatedResultRefs(refs []hcl.Traversal, upstream map[string]cty.Value, w *Workflow) hcl.Diagnostics {
 	var diags hcl.Diagnostics
-	for _, t := range expr.Variables() {
-		if t.RootName() != "activity" {
-			continue
-		}
+	for _, t := range refs {
 		name, named := traversalName(t)
 		if !named {
 			continue
@@ -167,6 +164,24 @@ func truncatedResultRefs(expr hcl.Expression, upstream map[string]cty.Value, w *
 		})
 	}
 	return diags
+}
+
+// resultTraversals returns the references in expr that may name an
+// upstream's result (activity.NAME.result, activity.NAME["KEY"].result).
+func resultTraversals(expr hcl.Expression) []hcl.Traversal {
+	var out []hcl.Traversal
+	for _, t := range expr.Variables() {
+		if t.RootName() != "activity" {
+			continue
+		}
+		for _, i := range []int{2, 3} {
+			if out2, _, ok := outputStep(t, i); ok && out2 == "result" {
+				out = append(out, t)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // indexKey returns the string key of the index step at i of t.

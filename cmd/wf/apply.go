@@ -73,7 +73,7 @@ func (cmd *ApplyCommand) Run(ctx context.Context, args []string) error {
 	fs.BoolVar(&cmd.autoApprove, "auto-approve", false, "skip the approval prompt")
 	fs.BoolVar(&cmd.json, "json", false, "print one JSON object per event instead of lines or the dashboard (needs -auto-approve)")
 	fs.IntVar(&cmd.parallelism, "parallelism", defaultParallelism, "at most `N` exec and http attempts at once")
-	fs.Var(&cmd.replace, "replace", "re-run `activity.NAME` (or WORKFLOW.activity.NAME) even if it succeeded (repeatable)")
+	fs.Var(&cmd.replace, "replace", "re-run `activity.NAME` (an element: activity.NAME[\"KEY\"]; or after WORKFLOW.) even if it succeeded (repeatable)")
 	cmd.metrics.register(fs)
 	cmd.engine.register(fs, true)
 	target, err := parseDir(fs, args)

@@ -177,3 +177,29 @@ func TestParseArgs(t *testing.T) {
 		})
 	}
 }
+
+// TestDidYouMeanOnTheCommandLine: a mistyped command, subcommand or flag
+// is said once, with the closest name, and no usage dump.
+func TestDidYouMeanOnTheCommandLine(t *testing.T) {
+	dir := writeConfig(t, map[string]string{"main.wf.hcl": "workflow \"w\" {\n  activity \"fetch\" {\n    exec { command = [\"true\"] }\n  }\n}\n"})
+	tests := []struct {
+		args   []string
+		stderr string
+	}{
+		{[]string{"aply"}, "Error: wf has no command \"aply\". Did you mean \"apply\"?\nRun \"wf -help\" for the list of commands.\n"},
+		{[]string{"apply", "-auto-aprove", dir}, "Error: wf apply has no flag -auto-aprove. Did you mean -auto-approve?\nRun \"wf apply -h\" for its flags.\n"},
+		{[]string{"plan", "--detailed-exitcod", dir}, "Error: wf plan has no flag -detailed-exitcod. Did you mean -detailed-exitcode?\nRun \"wf plan -h\" for its flags.\n"},
+		{[]string{"state", "lst"}, "Error: wf state has no subcommand \"lst\". Did you mean \"list\"?"},
+		{[]string{"plan", "-replace=activity.fetc", dir}, "-replace=activity.fetc does not name an activity of the planned workflows. Did you mean activity.fetch?"},
+		{[]string{"plan", "-workflow", "ww", dir}, "Did you mean"},
+	}
+	for _, tt := range tests {
+		r := wf(t, tt.args...)
+		if r.code != 1 || !strings.Contains(r.stderr, tt.stderr) {
+			t.Errorf("wf %v: exit %d, stderr %q, want %q", tt.args, r.code, r.stderr, tt.stderr)
+		}
+		if strings.Contains(r.stderr, "Usage:") && tt.args[0] != "state" {
+			t.Errorf("wf %v printed the usage:\n%s", tt.args, r.stderr)
+		}
+	}
+}

@@ -3,10 +3,10 @@ package config
 import (
 	"fmt"
 	"net/url"
-	"sync"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"

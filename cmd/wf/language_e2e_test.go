@@ -134,14 +134,24 @@ workflow "w" {
     }
   }
 }`})
-	a := startApply(t, dir)
+	// Apply until flaky's retry is pending, then interrupt it.
+	var stdout lockedBuffer
+	notified := make(chan chan<- os.Signal, 1)
+	done := make(chan int, 1)
+	c := &CLI{
+		Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stdout, Environ: baseEnv(t),
+		IsTerminal: func(any) bool { return false }, Now: time.Now,
+		Notify: func(ch chan<- os.Signal) func() { notified <- ch; return func() {} },
+	}
+	go func() { done <- c.Run(t.Context(), []string{"apply", "-auto-approve", dir}) }()
+	signals := <-notified
 	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(a.stdout.String(), "activity.flaky: attempt 1 failed (exit:1); retry 2 in 1h") && time.Now().Before(deadline) {
+	for !strings.Contains(stdout.String(), "activity.flaky: attempt 1 failed (exit:1); retry 2 in 1h") && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	a.signals <- syscall.SIGINT
-	if code := <-a.done; code != 130 {
-		t.Fatalf("apply: exit %d\n%s", code, a.stdout.String())
+	signals <- syscall.SIGINT
+	if code := <-done; code != 130 {
+		t.Fatalf("apply: exit %d\n%s", code, stdout.String())
 	}
 	keyOf := func(name string) string {
 		t.Helper()

@@ -161,7 +161,7 @@ type api struct {
 	// -1 is every one.
 	shipFail int
 	logger   *log.Logger
-	now            func() time.Time
+	now      func() time.Time
 
 	mu       sync.Mutex
 	last     time.Time

@@ -50,6 +50,14 @@ func elementNames(store interface {
 	if err != nil {
 		return nil, err
 	}
+	return namesIn(acts, wf, key, activity)
+}
+
+// namesIn is elementNames over records already read.
+func namesIn(acts map[string]*record.Activity, wf, key, activity string) ([]string, error) {
+	if strings.Contains(activity, "[") {
+		return []string{activity}, nil
+	}
 	if _, ok := acts[activity]; ok {
 		return []string{activity}, nil
 	}

@@ -3,6 +3,10 @@ package statefile
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -29,26 +33,34 @@ type op struct {
 // commitReq is one Commit call waiting in the group-commit queue.
 type commitReq struct {
 	ops []op
-	err error
+	// sync: the caller returns only once the record is on disk (a
+	// RecordSpawn only needs it written to the file).
+	sync bool
+	err  error
 	// wake receives false when the request has been written (err is set)
 	// or true when the request must lead the next batch.
 	wake chan bool
 }
 
-// Commit writes muts atomically (one synced Badger transaction) and
-// returns once they are on disk.
+// Commit writes muts atomically and returns once they are durable: in a
+// log record that has been fdatasynced, and applied to the database, so
+// that every later read sees them.
 //
 // Concurrent calls are merged (group commit): the first caller becomes the
-// leader and writes every request queued so far in one transaction; callers
-// arriving meanwhile queue up, and when the leader is done it wakes them
-// with the shared result and hands leadership to the first of the next
-// queue. A merged batch is split into several transactions only when
-// Badger reports it too big, and then every part is synced before anyone
-// is acknowledged. Mutations apply in order, across callers too, so a
-// DeleteInstance followed by new records for that instance leaves the new
-// records.
+// leader and writes every request queued so far as one log record with
+// one write and one fdatasync, then applies it to Badger in one
+// transaction (several when Badger says it is too big); callers arriving
+// meanwhile queue up, and when the leader is done it wakes them with the
+// shared result and hands leadership to the first of the next queue.
+// Mutations apply in order, across callers too, so a DeleteInstance
+// followed by new records for that instance leaves the new records.
+//
+// An error after the record may have reached the log (a failed sync, a
+// failed apply, a full disk) leaves the outcome unknown, as in any
+// database: the next Open may find the record and apply it. The store
+// then refuses every further write with the same error.
 func (s *Store) Commit(muts []record.Mutation) error {
-	if s.opts.ReadOnly {
+	if s.w == nil {
 		return fmt.Errorf("commit state: %w", ErrReadOnly)
 	}
 	if len(muts) == 0 {
@@ -58,7 +70,11 @@ func (s *Store) Commit(muts []record.Mutation) error {
 	if err != nil {
 		return fmt.Errorf("commit state: %w", err)
 	}
-	req := &commitReq{ops: ops, wake: make(chan bool, 1)}
+	return s.commitOps(ops, true)
+}
+
+func (s *Store) commitOps(ops []op, sync bool) error {
+	req := &commitReq{ops: ops, sync: sync, wake: make(chan bool, 1)}
 	s.mu.Lock()
 	s.pending = append(s.pending, req)
 	if s.lingerDone != nil && len(s.pending) >= s.lingerTarget {
@@ -87,7 +103,7 @@ func (s *Store) Commit(muts []record.Mutation) error {
 
 	s.batches.Add(1)
 	s.batchedReqs.Add(int64(len(batch)))
-	err = s.writeBatch(batch)
+	err := s.writeBatch(batch)
 	for _, r := range batch {
 		r.err = err
 		if r != req {
@@ -133,27 +149,180 @@ func (s *Store) linger() {
 	s.lingerDone = nil
 }
 
+// writeBatch makes one log record of the batch, appends it (syncing
+// unless every request is a RecordSpawn), then applies it to Badger.
 func (s *Store) writeBatch(batch []*commitReq) error {
 	s.closeMu.RLock()
 	defer s.closeMu.RUnlock()
 	if s.closed {
 		return fmt.Errorf("commit state: %w", ErrClosed)
 	}
-	groups := make([][]op, len(batch))
-	for i, r := range batch {
-		groups[i] = r.ops
+	w := s.w
+	if w.failed != nil {
+		return w.failed
+	}
+	groups := make([][]op, 0, len(batch)+1)
+	sync := false
+	var payload []byte
+	for _, r := range batch {
+		groups = append(groups, r.ops)
+		payload = appendOps(payload, r.ops)
+		sync = sync || r.sync
+	}
+	if err := checkSpace(s.dir, filepath.Join(s.dir, dbName), w.lsmBytes, len(payload)); err != nil {
+		w.failed = err
+		return err
+	}
+	seq := w.lastSeq + 1
+	if !w.wal.fits(len(payload)) {
+		if err := s.rotate(seq, len(payload)); err != nil {
+			return s.writeFailed(err)
+		}
+	}
+	if err := w.wal.append(seq, payload, sync); err != nil {
+		return s.writeFailed(err)
+	}
+	w.lastSeq = seq
+	if sync {
+		// Only a synced record may be named by the database's sequence:
+		// the checkpoint and the checks at open rely on the log holding
+		// everything up to it.
+		groups = append(groups, []op{seqOp(seq)})
 	}
 	if err := s.write(groups); err != nil {
-		return fmt.Errorf("commit state: %w", err)
+		return s.writeFailed(err)
+	}
+	if sync {
+		w.metaSeq = seq
+	}
+	w.unlisted += len(payload)
+	if w.unlisted >= memTableSize/4 {
+		if err := s.refreshDB(); err != nil {
+			return s.writeFailed(err)
+		}
 	}
 	return nil
 }
 
-// write applies groups of ops, each group being one caller's mutations.
-// It prefers one transaction; when Badger says that is too big it commits
-// the largest leading run of groups that fits and continues with the rest,
-// and a single group too big on its own is spread over several
-// transactions.
+// writeFailed makes err sticky: the store refuses further writes.
+func (s *Store) writeFailed(err error) error {
+	if !strings.Contains(err.Error(), s.dir) {
+		err = fmt.Errorf("commit state in %s: %w", s.dir, err)
+	}
+	if errors.Is(err, syscall.ENOSPC) && !strings.Contains(err.Error(), "wf apply again") {
+		err = fmt.Errorf("%w; free some space and run wf apply again: nothing committed is lost", err)
+	}
+	if s.w != nil {
+		s.w.failed = err
+	}
+	return err
+}
+
+// refreshDB looks at db/: the tables' size (for the space margin) and
+// memtable logs that Badger created since the last look, whose blocks it
+// allocates so that Badger's stores into them never fault.
+func (s *Store) refreshDB() error {
+	w := s.w
+	w.unlisted = 0
+	l, err := listDB(filepath.Join(s.dir, dbName))
+	if err != nil {
+		return err
+	}
+	w.lsmBytes = l.sstBytes
+	seen := map[string]bool{}
+	for _, p := range l.memPaths {
+		seen[p] = true
+		if w.allocated[p] {
+			continue
+		}
+		if err := allocateFile(p); err != nil {
+			return err
+		}
+		w.allocated[p] = true
+	}
+	for p := range w.allocated {
+		if !seen[p] {
+			delete(w.allocated, p)
+		}
+	}
+	return nil
+}
+
+// rotate starts a new log segment for sequence first and takes the
+// chance to checkpoint.
+func (s *Store) rotate(first uint64, n int) error {
+	if err := s.w.wal.create(first, n); err != nil {
+		return err
+	}
+	return s.checkpoint(false)
+}
+
+// checkpoint writes a checkpoint: the flushed sequence (advanced to the
+// last candidate whose memtables Badger has flushed since; on Close, once
+// Badger has flushed everything, to the last record applied), the active
+// segment, and a fingerprint of the MANIFEST. Then the segments the
+// tables hold are deleted.
+func (s *Store) checkpoint(closing bool) error {
+	w := s.w
+	dbDir := filepath.Join(s.dir, dbName)
+	l, err := listDB(dbDir)
+	if err != nil {
+		return err
+	}
+	cp := w.cp
+	cp.counter++
+	cp.active = w.wal.first
+	flushed := cp.flushed
+	switch {
+	case closing && len(l.memFids) == 0:
+		flushed = w.metaSeq
+	case !closing && w.cand.ok && (len(l.memFids) == 0 || l.memFids[0] > w.cand.memFid):
+		flushed = max(flushed, w.cand.seq)
+	}
+	if !closing {
+		w.cand.seq, w.cand.ok = w.metaSeq, true
+		w.cand.memFid = 0
+		if len(l.memFids) > 0 {
+			w.cand.memFid = l.memFids[len(l.memFids)-1]
+		}
+	}
+	if flushed > cp.flushed || cp.counter == 1 {
+		if !closing {
+			// Values in the value log are not synced by a flush: sync them
+			// before the tables that point at them may lose their log.
+			if err := s.db.Sync(); err != nil {
+				return fmt.Errorf("sync the database: %w", err)
+			}
+		}
+		cp.vlogFid, cp.vlogEnd = 0, 0
+		if n := len(l.vlogFids); n > 0 {
+			fid := l.vlogFids[n-1]
+			f, err := openStateFile(s.dir, filepath.Join(dbDir, fmt.Sprintf("%06d.vlog", fid)), os.O_RDONLY, 0)
+			if err != nil {
+				return err
+			}
+			vs, err := scanVlog(f)
+			f.Close()
+			if err != nil {
+				return fmt.Errorf("read value log %06d.vlog: %w", fid, err)
+			}
+			cp.vlogFid, cp.vlogEnd = fid, uint64(vs.validEnd)
+		}
+		cp.flushed = flushed
+	}
+	mi, err := readManifest(s.dir, filepath.Join(dbDir, "MANIFEST"), true)
+	if err != nil {
+		return err
+	}
+	cp.manifestIno, cp.manifestLen, cp.manifestCRC = mi.ino, uint64(mi.valid), mi.crc
+	if err := writeCheckpoint(s.dir, cp); err != nil {
+		return err
+	}
+	w.cp = cp
+	w.lsmBytes = l.sstBytes
+	return w.wal.removeThrough(cp.flushed)
+}
+
 func (s *Store) write(groups [][]op) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -348,7 +517,14 @@ func appendDeleteInstance(ops []op, workflow, key string) ([]op, error) {
 // loss no process survives anyway), and it is ordered with Commit: a
 // spawn recorded before a Commit is never lost while that commit is kept.
 func (s *Store) RecordSpawn(sp *record.Spawn) error {
-	return s.Commit([]record.Mutation{{Spawn: sp}})
+	if s.w == nil {
+		return fmt.Errorf("record spawn: %w", ErrReadOnly)
+	}
+	ops, err := encodeMutations([]record.Mutation{{Spawn: sp}})
+	if err != nil {
+		return fmt.Errorf("record spawn: %w", err)
+	}
+	return s.commitOps(ops, false)
 }
 
 // DeleteInstance removes an instance with its activities, timers,

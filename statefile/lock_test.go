@@ -158,8 +158,8 @@ func TestSchemaMismatch(t *testing.T) {
 		stored string
 		want   string
 	}{
-		{"2", "state in DIR uses schema 2; this wf supports 1: upgrade wf"},
-		{"0", "state in DIR uses schema 0; this wf supports 1: the state is too old"},
+		{"3", "state in DIR uses schema 3; this wf supports 2: upgrade wf"},
+		{"0", "state in DIR uses schema 0; this wf supports 2: the state is too old"},
 		{"x", `schema version "x" is not a number: not a wf state directory`},
 	}
 	for _, tt := range tests {
@@ -201,7 +201,7 @@ func TestCorruptOrForeign(t *testing.T) {
 		}, "exists and is not a directory"},
 		{"file in place of db", func(t *testing.T, dir string) {
 			writeFile(t, filepath.Join(dir, "db"), "x")
-		}, "not a wf state directory"},
+		}, "db is not a directory"},
 		{"foreign files in db", func(t *testing.T, dir string) {
 			writeFile(t, filepath.Join(dir, "db", "notes.txt"), "hello")
 		}, "no Badger MANIFEST: not a wf state directory"},
@@ -211,15 +211,15 @@ func TestCorruptOrForeign(t *testing.T) {
 		{"compressed badger db of someone else", func(t *testing.T, dir string) {
 			// Tables do not record their compression, so this reads as corrupt.
 			foreignDB(t, dir, options.Snappy)
-		}, "database in"},
+		}, "has data but no wf schema version: not a wf state directory"},
 		{"garbage MANIFEST", func(t *testing.T, dir string) {
 			makeStore(t, dir)
 			writeFile(t, filepath.Join(dir, "db", "MANIFEST"), "this is not a manifest at all, just some text")
-		}, "database in"},
+		}, "db/MANIFEST is unreadable"},
 		{"truncated MANIFEST", func(t *testing.T, dir string) {
 			makeStore(t, dir)
 			writeFile(t, filepath.Join(dir, "db", "MANIFEST"), "")
-		}, "database in"},
+		}, "db/MANIFEST is unreadable"},
 		{"MANIFEST is a directory", func(t *testing.T, dir string) {
 			makeStore(t, dir)
 			p := filepath.Join(dir, "db", "MANIFEST")
@@ -229,7 +229,7 @@ func TestCorruptOrForeign(t *testing.T) {
 			if err := os.Mkdir(p, 0o755); err != nil {
 				t.Fatal(err)
 			}
-		}, "database in"},
+		}, "db/MANIFEST is not a regular file"},
 		{"garbage tables", func(t *testing.T, dir string) {
 			makeStore(t, dir)
 			ssts, _ := filepath.Glob(filepath.Join(dir, "db", "*.sst"))
@@ -239,7 +239,7 @@ func TestCorruptOrForeign(t *testing.T) {
 			for _, p := range ssts {
 				writeFile(t, p, strings.Repeat("garbage!", 1000))
 			}
-		}, "database in"},
+		}, "is damaged: db/000001.sst is damaged"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,19 +1,27 @@
-// Package statefile is wf's durable state: an embedded Badger database in
-// the state directory (default <config dir>/.wf), guarded by a lock file
-// that names the holder. Writes go through Commit, which merges concurrent
-// callers into one synced transaction (group commit), so many activities
-// finishing together cost one fsync, not one each.
+// Package statefile is wf's durable state. A state directory (default
+// <config dir>/.wf) holds a write-ahead log of wf's own (wal/), a
+// checkpoint file, and an embedded Badger database (db/) that is the
+// materialised view of the log, guarded by a lock file that names the
+// holder. docs/architecture.md and docs/durability.md describe the layout
+// and its guarantees.
+//
+// Writes go through Commit: concurrent callers are merged into one log
+// record (group commit), appended with one write and one fdatasync (the
+// durability point), then applied to Badger without a sync. Opening
+// checks every file before anything is written, so damaged state is an
+// error, never silently repaired or lost; read-only opens change nothing
+// at all.
 package statefile
 
 import (
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,8 +29,6 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
-	"github.com/dgraph-io/badger/v4/table"
-	"github.com/dgraph-io/ristretto/v2/z"
 
 	"github.com/wf-engine/wf/statefile/record"
 )
@@ -32,18 +38,25 @@ const (
 	gitignoreName = ".gitignore"
 	lockName      = "wf.lock"
 	dbName        = "db"
+	walName       = "wal"
 	logName       = "wf.log"
+	// socketName is the executor's event socket (cmd/wf names it too);
+	// the store only refuses a link planted under that name.
+	socketName = "events.sock"
 )
 
 // Options tunes Open. The zero value is ready to use.
 type Options struct {
-	// ReadOnly refuses writes through this Store (Commit and
-	// DeleteInstance fail). The directory is still locked exclusively:
-	// Badger cannot share it with a writer.
+	// ReadOnly opens the state for reading only: nothing in the state
+	// directory is created, changed or deleted, the lock is taken shared
+	// (readers never block each other), and Commit fails. A state that
+	// does not exist reads as empty.
 	ReadOnly bool
 	// Command is recorded in the lock file so that a second wf can say who
 	// holds the state (e.g. "wf apply").
 	Command string
+	// LockTimeout is how long Open waits for the lock; 0 fails at once.
+	LockTimeout time.Duration
 	// Logf, when set, also receives Badger's warnings and errors.
 	Logf func(format string, args ...any)
 }
@@ -59,9 +72,14 @@ var ErrReadOnly = errors.New("state store is open read-only")
 type Store struct {
 	dir  string
 	opts Options
-	db   *badger.DB
-	lock *lockFile
-	log  *fileLogger
+	db   *badger.DB // nil: a reader of a state with no database yet
+	// ov holds, for a reader, the log records after the checkpoint.
+	ov *overlay
+	// viewDir is a reader's private directory for Badger (removed at
+	// Close).
+	viewDir string
+	lock    *lockFile
+	log     *fileLogger
 	// id is the state's random identity (see ID).
 	id string
 
@@ -83,179 +101,405 @@ type Store struct {
 	// Counters for tests and benchmarks: batches written and the Commit
 	// calls they carried.
 	batches, batchedReqs atomic.Int64
+
+	// The writer's log state, touched only by the group-commit leader
+	// (and by Open and Close).
+	w        *writerState
+	identity [16]byte
 }
 
-// Open opens (creating if needed) the state directory dir and takes its
-// lock. A directory locked by another wf yields a *LockedError.
-func Open(dir string, opts Options) (_ *Store, err error) {
+// writerState is the part of a writable Store that only the
+// group-commit leader touches.
+type writerState struct {
+	wal *walWriter
+	cp  checkpoint
+	// lastSeq is the last sequence in the log; metaSeq the last synced one
+	// applied to Badger (its meta key): the checkpoint never goes past it.
+	lastSeq, metaSeq uint64
+	// cand is a checkpoint candidate: once no memtable log with an id up
+	// to cand.memFid is left, every record up to cand.seq is in tables.
+	cand struct {
+		seq    uint64
+		memFid int
+		ok     bool
+	}
+	// failed is sticky: after a write that may have half-happened, or a
+	// full disk, the store refuses every further write.
+	failed error
+	// Space accounting (see space.go).
+	lsmBytes  int64
+	unlisted  int // bytes written since db/ was last looked at
+	allocated map[string]bool
+}
+
+// Open opens the state directory dir. A writer creates it if needed (mode
+// 0700), takes its lock exclusively, checks every file, and recovers from
+// the log. A directory locked by another wf yields a *LockedError; damage
+// a *DamageError; a directory anyone else could tamper with an
+// *UnsafeError; a full disk an error wrapping syscall.ENOSPC.
+func Open(dir string, opts Options) (*Store, error) {
 	if dir == "" {
 		return nil, errors.New("open state: empty directory name")
 	}
-	if err := prepareDir(dir); err != nil {
+	if opts.ReadOnly {
+		return openReader(dir, opts)
+	}
+	return openWriter(dir, opts)
+}
+
+func openWriter(dir string, opts Options) (_ *Store, err error) {
+	if err := makeStateDir(dir); err != nil {
 		return nil, fmt.Errorf("open state: %w", err)
 	}
-	lock, err := acquireLock(dir, filepath.Join(dir, lockName), opts.Command)
+	if _, err := checkOwnDir(dir, dir, true); err != nil {
+		return nil, err
+	}
+	lock, err := acquireLock(dir, true, opts.LockTimeout)
 	if err != nil {
-		var le *LockedError
-		if errors.As(err, &le) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("open state in %s: %w", dir, err)
+		return nil, wrapOpen(dir, err)
 	}
 	defer func() {
 		if err != nil {
 			_ = lock.release()
 		}
 	}()
-
+	si, err := inspect(dir)
+	if err != nil {
+		return nil, wrapOpen(dir, err)
+	}
 	dbDir := filepath.Join(dir, dbName)
-	if err := checkDBDir(dbDir); err != nil {
-		return nil, fmt.Errorf("open state in %s: %w", dir, err)
+	spaceDir := dir
+	if si.dbExists {
+		spaceDir = dbDir
 	}
-	logger, err := openLog(filepath.Join(dir, logName), opts.Logf)
-	if err != nil {
-		return nil, fmt.Errorf("open state in %s: %w", dir, err)
-	}
-	defer func() {
-		if err != nil {
-			_ = logger.close()
-		}
-	}()
-
-	db, err := openBadger(badgerOptions(dbDir, logger))
-	if err != nil {
-		return nil, fmt.Errorf("open state in %s: database in %s is unreadable: %w", dir, dbDir, err)
-	}
-	s := &Store{dir: dir, opts: opts, db: db, lock: lock, log: logger}
-	if err := s.checkSchema(); err != nil {
-		_ = db.Close()
+	if err := checkSpace(dir, spaceDir, si.tableBytes(), 2*si.recordBytes()); err != nil {
 		return nil, err
 	}
-	if err := s.loadID(); err != nil {
-		_ = db.Close()
+
+	// The state is sound: from here on wf may write.
+	if err := lock.writeInfo(opts.Command); err != nil {
+		return nil, wrapOpen(dir, err)
+	}
+	if err := chmodIfNeeded(dir, 0o700); err != nil {
+		return nil, wrapOpen(dir, err)
+	}
+	if err := writeGitignore(dir); err != nil {
+		return nil, wrapOpen(dir, err)
+	}
+	logger, err := openLog(dir, filepath.Join(dir, logName), opts.Logf)
+	if err != nil {
+		return nil, wrapOpen(dir, err)
+	}
+	s := &Store{dir: dir, opts: opts, lock: lock, log: logger, w: &writerState{allocated: map[string]bool{}}}
+	defer func() {
+		if err != nil {
+			s.abandon()
+		}
+	}()
+	if si.kind == kindLog {
+		err = s.recover(si)
+	} else {
+		err = s.create(si)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := s.finishSchema(); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-// prepareDir creates the state directory with its .gitignore, or checks
-// that an existing one is a directory.
-func prepareDir(dir string) error {
+func wrapOpen(dir string, err error) error {
+	var le *LockedError
+	var de *DamageError
+	var ue *UnsafeError
+	if errors.As(err, &le) || errors.As(err, &de) || errors.As(err, &ue) || strings.Contains(err.Error(), dir) {
+		return err
+	}
+	return fmt.Errorf("open state in %s: %w", dir, err)
+}
+
+// makeStateDir creates the state directory (0700; missing parents 0755)
+// or checks that an existing one is a directory.
+func makeStateDir(dir string) error {
 	fi, err := os.Stat(dir)
 	switch {
 	case err == nil && !fi.IsDir():
 		return fmt.Errorf("%s exists and is not a directory", dir)
 	case err == nil:
+		return nil
 	case errors.Is(err, fs.ErrNotExist):
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 			return fmt.Errorf("create state directory: %w", err)
 		}
+		if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("create state directory: %w", err)
+		}
+		return nil
 	default:
 		return err
 	}
+}
+
+func writeGitignore(dir string) error {
 	gi := filepath.Join(dir, gitignoreName)
-	if _, err := os.Lstat(gi); errors.Is(err, fs.ErrNotExist) {
-		// "*" keeps the whole state directory, this file included, out of
-		// git even when the user runs `git add -A`.
-		if err := os.WriteFile(gi, []byte("*\n"), 0o644); err != nil {
-			return fmt.Errorf("write %s: %w", gi, err)
-		}
+	f, err := openNoFollow(gi, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return chmodIfNeeded(gi, 0o600)
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	// "*" keeps the whole state directory, this file included, out of git
+	// even when the user runs `git add -A`.
+	if _, err := f.WriteString("*\n"); err != nil {
+		return fmt.Errorf("write %s: %w", gi, err)
 	}
 	return nil
 }
 
-// checkDBDir refuses to let Badger initialise a directory that already
-// holds something else: a non-empty db/ always has a MANIFEST.
-func checkDBDir(dbDir string) error {
-	fi, err := os.Stat(dbDir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+func (si *stateInfo) tableBytes() int64 {
+	var n int64
+	for _, p := range si.tables {
+		if fi, err := os.Lstat(p); err == nil {
+			n += fi.Size()
+		}
 	}
-	if err != nil {
-		return err
-	}
-	if !fi.IsDir() {
-		return fmt.Errorf("%s is not a directory: not a wf state directory", dbDir)
-	}
-	entries, err := os.ReadDir(dbDir)
-	if err != nil {
-		return fmt.Errorf("read %s: %w", dbDir, err)
-	}
-	if len(entries) == 0 {
-		return nil
-	}
-	if _, err := os.Stat(filepath.Join(dbDir, "MANIFEST")); err != nil {
-		return fmt.Errorf("%s has files but no Badger MANIFEST: not a wf state directory", dbDir)
-	}
-	return checkTables(dbDir)
+	return n
 }
 
-// checkTables opens every table the way Badger will, but in this
-// goroutine: Badger opens tables in goroutines of its own, where a corrupt
-// table's panic cannot be recovered and would kill the process.
-func checkTables(dbDir string) error {
-	paths, err := filepath.Glob(filepath.Join(dbDir, "*.sst"))
-	if err != nil {
-		return err
-	}
-	for _, p := range paths {
-		if err := checkTable(p); err != nil {
-			return fmt.Errorf("database in %s is unreadable: table %s: %w", dbDir, filepath.Base(p), err)
+// create starts the log of a new state, or of one written by a wf from
+// before the log (schema 1, Badger only): its memtables are flushed into
+// tables first, so that the checkpoint's "everything up to 0 is in
+// tables" holds.
+func (s *Store) create(si *stateInfo) error {
+	dbDir := filepath.Join(s.dir, dbName)
+	var legacyID string
+	if si.kind == kindLegacy {
+		db, err := openBadger(s.dir, badgerOptions(dbDir, s.log))
+		if err != nil {
+			return err
+		}
+		legacyID, err = legacyIdentity(s.dir, db)
+		if cerr := db.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("open state in %s: flush the database: %w", s.dir, cerr)
+		}
+		if err != nil {
+			return err
 		}
 	}
-	return nil
+	for _, p := range si.leftovers {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return wrapOpen(s.dir, err)
+		}
+	}
+	if legacyID != "" {
+		if _, err := hex.Decode(s.identity[:], []byte(legacyID)); err != nil {
+			return damagef(s.dir, "state identity %q is not %d hex digits", legacyID, idLen)
+		}
+	} else if _, err := rand.Read(s.identity[:]); err != nil {
+		return fmt.Errorf("open state in %s: create state identity: %w", s.dir, err)
+	}
+	s.id = hex.EncodeToString(s.identity[:])
+	walDir := filepath.Join(s.dir, walName)
+	if err := os.Mkdir(walDir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return wrapOpen(s.dir, err)
+	}
+	w := s.w
+	w.wal = &walWriter{stateDir: s.dir, dir: walDir, identity: s.identity, segSize: defaultSegmentSize}
+	if err := w.wal.create(1, 0); err != nil {
+		return s.writeFailed(err)
+	}
+	if err := s.openDB(); err != nil {
+		return err
+	}
+	w.cp = checkpoint{identity: s.identity, schema: stateSchemaWith}
+	return s.checkpoint(false)
 }
 
-func checkTable(path string) (err error) {
-	mf, err := z.OpenMmapFile(path, os.O_RDONLY, 0)
-	if err != nil {
-		return err
-	}
-	// The table is never DecrRef'd: dropping its last reference deletes
-	// the file. Unmapping is all the clean-up a read-only open needs.
-	defer func() {
-		if cerr := mf.Close(-1); err == nil && cerr != nil {
-			err = cerr
+// legacyIdentity reads the identity and checks the schema of a schema-1
+// database.
+func legacyIdentity(dir string, db *badger.DB) (string, error) {
+	var id, schema []byte
+	empty := true
+	err := db.View(func(txn *badger.Txn) error {
+		for _, kv := range []struct {
+			key []byte
+			out *[]byte
+		}{{keyID, &id}, {keySchema, &schema}} {
+			item, err := txn.Get(kv.key)
+			if errors.Is(err, badger.ErrKeyNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if *kv.out, err = item.ValueCopy(nil); err != nil {
+				return err
+			}
 		}
-	}()
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("corrupt table (%s)", firstLine(fmt.Sprint(r)))
-		}
-	}()
-	// Reading a block depends on the options the store uses (compression
-	// is not recorded in the table), so mirror them.
-	opt := badgerOptions(filepath.Dir(path), nil)
-	_, err = table.OpenTable(mf, table.Options{
-		Compression:        opt.Compression,
-		BlockSize:          opt.BlockSize,
-		BloomFalsePositive: opt.BloomFalsePositive,
-		ChkMode:            opt.ChecksumVerificationMode,
+		it := txn.NewIterator(badger.IteratorOptions{})
+		defer it.Close()
+		it.Rewind()
+		empty = !it.Valid()
+		return nil
 	})
-	return err
+	if err != nil {
+		return "", fmt.Errorf("open state in %s: read the database: %w", dir, err)
+	}
+	switch {
+	case schema == nil && !empty:
+		return "", damagef(dir, "the database has data but no wf schema version: not a wf state directory")
+	case schema != nil && string(schema) != "1":
+		return "", damagef(dir, "schema version %q without a checkpoint: not a wf state directory", schema)
+	case id != nil && !validID(string(id)):
+		return "", damagef(dir, "state identity %q is not %d hex digits", id, idLen)
+	}
+	return string(id), nil
 }
 
-func firstLine(s string) string {
-	for _, line := range strings.Split(s, "\n") {
-		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "==") {
-			return line
+// recover opens a schema-2 state that inspect found sound: the memtable
+// logs go (the log holds everything they held), Badger opens, the log
+// after the checkpoint is applied again, and a torn record at its end is
+// cleared.
+func (s *Store) recover(si *stateInfo) error {
+	w := s.w
+	s.identity = si.cp.identity
+	s.id = si.identity()
+	w.cp = si.cp
+	w.lastSeq, w.metaSeq = si.last, si.last
+	for _, p := range append(si.memFiles, si.leftovers...) {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return wrapOpen(s.dir, err)
 		}
 	}
-	return strings.TrimSpace(s)
+	last := si.segs[len(si.segs)-1]
+	segs := make([]uint64, len(si.segs))
+	for i, sf := range si.segs {
+		segs[i] = sf.header.first
+	}
+	w.wal = &walWriter{stateDir: s.dir, dir: filepath.Join(s.dir, walName), identity: s.identity, segSize: defaultSegmentSize}
+	off := last.scan.end
+	if err := w.wal.resume(last.path, last.header, off, segs); err != nil {
+		return wrapOpen(s.dir, err)
+	}
+	if t := si.torn; t != nil {
+		if err := w.wal.zero(t.off, t.end); err != nil {
+			return s.writeFailed(err)
+		}
+	} else if err := w.wal.sync(); err != nil {
+		// Records a killed wf wrote but did not sync are applied below;
+		// make them durable first.
+		return s.writeFailed(err)
+	}
+	if err := s.openDB(); err != nil {
+		return err
+	}
+	return s.replay(si.records)
 }
 
-func badgerOptions(dbDir string, logger *fileLogger) badger.Options {
+// replay applies log records to Badger in order, many per transaction.
+func (s *Store) replay(recs []walRecord) error {
+	const batchBytes = 1 << 20
+	var groups [][]op
+	size := 0
+	flush := func(seq uint64) error {
+		if len(groups) == 0 {
+			return nil
+		}
+		groups = append(groups, []op{seqOp(seq)})
+		if err := s.write(groups); err != nil {
+			return fmt.Errorf("open state in %s: replay the log: %w", s.dir, err)
+		}
+		groups, size = groups[:0], 0
+		return nil
+	}
+	for i, r := range recs {
+		ops, err := decodeOps(r.payload)
+		if err != nil {
+			// inspect decoded every record already.
+			return damagef(s.dir, "log record %d: %v", r.seq, err)
+		}
+		groups = append(groups, ops)
+		size += len(r.payload)
+		if size >= batchBytes || i == len(recs)-1 {
+			if err := flush(r.seq); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func seqOp(seq uint64) op {
+	return op{kind: opSet, key: keySeq, val: binary.BigEndian.AppendUint64(nil, seq)}
+}
+
+// openDB opens Badger on db/ for writing (after the checks), makes its
+// files 0600 and allocates its memtable logs.
+func (s *Store) openDB() error {
+	dbDir := filepath.Join(s.dir, dbName)
+	db, err := openBadger(s.dir, badgerOptions(dbDir, s.log))
+	if err != nil {
+		return err
+	}
+	s.db = db
+	if err := tightenDir(dbDir); err != nil {
+		return wrapOpen(s.dir, err)
+	}
+	return s.refreshDB()
+}
+
+// finishSchema writes the schema version and identity into a database
+// that lacks them (a new or migrated state), through the log like any
+// commit.
+func (s *Store) finishSchema() error {
+	var ops []op
+	snap := s.snapshot()
+	defer snap.discard()
+	schema, _, err := snap.get(keySchema)
+	if err != nil {
+		return fmt.Errorf("open state in %s: read schema version: %w", s.dir, err)
+	}
+	if string(schema) != fmt.Sprint(record.SchemaVersion) {
+		ops = append(ops, op{kind: opSet, key: keySchema, val: []byte(fmt.Sprint(record.SchemaVersion))})
+	}
+	id, ok, err := snap.get(keyID)
+	if err != nil {
+		return fmt.Errorf("open state in %s: read state identity: %w", s.dir, err)
+	}
+	if ok && string(id) != s.id {
+		return damagef(s.dir, "the database's identity %s is not the checkpoint's %s", id, s.id)
+	}
+	if !ok {
+		ops = append(ops, op{kind: opSet, key: keyID, val: []byte(s.id)})
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	return s.commitOps(ops, true)
+}
+
+func badgerOptions(dbDir string, logger badger.Logger) badger.Options {
 	return badger.DefaultOptions(dbDir).
-		WithSyncWrites(true).
+		// The log is the durability point; Badger is its view.
+		WithSyncWrites(false).
 		WithLogger(logger).
 		WithLoggingLevel(badger.WARNING).
 		WithMetricsEnabled(false).
-		WithMemTableSize(16 << 20).
+		// wf's flock is the lock; Badger's LOCK file would be one more
+		// file to create and delete.
+		WithBypassLockGuard(true).
+		WithMemTableSize(memTableSize).
 		WithNumMemtables(2).
-		WithValueLogFileSize(64 << 20).
-		// Records are small JSON documents: keep them all in the LSM so a
-		// read never touches the value log.
+		WithValueLogFileSize(16 << 20).
+		// Records are small JSON documents: keep them in the LSM so a read
+		// never touches the value log; only big outputs go there.
 		WithValueThreshold(64 << 10).
+		WithVerifyValueChecksum(true).
+		WithChecksumVerificationMode(options.OnBlockRead).
 		WithBlockCacheSize(8 << 20).
 		WithIndexCacheSize(0).
 		WithNumVersionsToKeep(1).
@@ -269,102 +513,16 @@ func badgerOptions(dbDir string, logger *fileLogger) badger.Options {
 }
 
 // openBadger converts Badger's panics on corrupt files into errors.
-func openBadger(opt badger.Options) (db *badger.DB, err error) {
+func openBadger(dir string, opt badger.Options) (db *badger.DB, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			db, err = nil, fmt.Errorf("badger panicked: %v", r)
 		}
+		if err != nil {
+			err = fmt.Errorf("open state in %s: the database is unreadable: %w", dir, err)
+		}
 	}()
 	return badger.Open(opt)
-}
-
-// checkSchema verifies the schema version, writing it into a new store.
-func (s *Store) checkSchema() error {
-	var stored []byte
-	empty := true
-	err := s.view(func(txn *badger.Txn) error {
-		item, err := txn.Get(keySchema)
-		if err == nil {
-			stored, err = item.ValueCopy(nil)
-			return err
-		}
-		if !errors.Is(err, badger.ErrKeyNotFound) {
-			return err
-		}
-		it := txn.NewIterator(badger.IteratorOptions{})
-		defer it.Close()
-		it.Rewind()
-		empty = !it.Valid()
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("open state in %s: read schema version: %w", s.dir, err)
-	}
-	if stored == nil {
-		if !empty {
-			return fmt.Errorf("open state in %s: the database has data but no wf schema version: not a wf state directory", s.dir)
-		}
-		if s.opts.ReadOnly {
-			return nil
-		}
-		err := s.db.Update(func(txn *badger.Txn) error {
-			return txn.Set(keySchema, []byte(strconv.Itoa(record.SchemaVersion)))
-		})
-		if err != nil {
-			return fmt.Errorf("open state in %s: write schema version: %w", s.dir, err)
-		}
-		return nil
-	}
-	v, err := strconv.Atoi(string(stored))
-	if err != nil {
-		return fmt.Errorf("open state in %s: schema version %q is not a number: not a wf state directory", s.dir, stored)
-	}
-	switch {
-	case v > record.SchemaVersion:
-		return fmt.Errorf("state in %s uses schema %d; this wf supports %d: upgrade wf", s.dir, v, record.SchemaVersion)
-	case v != record.SchemaVersion:
-		return fmt.Errorf("state in %s uses schema %d; this wf supports %d: the state is too old for this wf (remove it or use an older wf)", s.dir, v, record.SchemaVersion)
-	}
-	return nil
-}
-
-// loadID reads the state's identity, creating it in a state that has none
-// (a new state, or one written by a wf from before identities).
-func (s *Store) loadID() error {
-	err := s.view(func(txn *badger.Txn) error {
-		item, err := txn.Get(keyID)
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		v, err := item.ValueCopy(nil)
-		if err != nil {
-			return err
-		}
-		if !validID(string(v)) {
-			return fmt.Errorf("state identity %q is not %d hex digits", v, idLen)
-		}
-		s.id = string(v)
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("open state in %s: read state identity: %w", s.dir, err)
-	}
-	if s.id != "" || s.opts.ReadOnly {
-		return nil
-	}
-	var raw [idLen / 2]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		return fmt.Errorf("open state in %s: create state identity: %w", s.dir, err)
-	}
-	id := hex.EncodeToString(raw[:])
-	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(keyID, []byte(id)) }); err != nil {
-		return fmt.Errorf("open state in %s: write state identity: %w", s.dir, err)
-	}
-	s.id = id
-	return nil
 }
 
 // idLen is the length of a state identity: 128 random bits in hex.
@@ -382,13 +540,16 @@ func validID(id string) bool {
 // moves and copies of the directory. Idempotency keys are derived from it,
 // so that two state directories with the same workflow, instance and
 // activity names never send the same key. It is "" only for a state opened
-// read-only that was written by a wf from before identities.
+// read-only that was written by a wf from before identities, or that does
+// not exist yet.
 func (s *Store) ID() string { return s.id }
 
 // Dir is the state directory.
 func (s *Store) Dir() string { return s.dir }
 
-// Close flushes and closes the database and releases the lock. It waits
+// Close makes the state durable and releases it: a writer lets Badger
+// flush its memtables, writes a checkpoint and deletes the log segments the
+// tables now hold, so a clean close leaves a nearly empty log. It waits
 // for reads and commits in flight; commits queued behind them fail with
 // ErrClosed.
 func (s *Store) Close() error {
@@ -398,35 +559,75 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	dberr := s.db.Close()
-	if dberr != nil {
-		dberr = fmt.Errorf("close state database: %w", dberr)
+	if s.w == nil {
+		return s.closeReader()
 	}
-	return errors.Join(dberr, s.log.close(), s.lock.release())
+	return s.closeWriter()
 }
 
-// view runs fn in a read transaction, converting Badger panics (corrupt
-// tables) into errors.
-func (s *Store) view(fn func(txn *badger.Txn) error) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("state database panicked (corrupt files?): %v", r)
+func (s *Store) closeWriter() error {
+	w := s.w
+	dbDir := filepath.Join(s.dir, dbName)
+	if w.failed != nil {
+		if free, err := freeBytes(dbDir); err == nil && free < spaceMargin(w.lsmBytes, 0) {
+			// Badger's close flushes its memtables into new tables, which
+			// on a full disk could fault. Everything committed is in the
+			// log, so leave Badger as it is; the lock stays held until
+			// this process exits, so no other wf opens the state while
+			// this one's database is still open.
+			return fmt.Errorf("state in %s was not closed cleanly (%w); the next wf apply recovers it from the log", s.dir, w.failed)
 		}
-	}()
-	return s.db.View(fn)
+	}
+	var errs []error
+	if err := s.db.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("close state database: %w", err))
+	} else if w.failed == nil {
+		if err := s.checkpoint(true); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := tightenDir(dbDir); err != nil {
+		errs = append(errs, err)
+	}
+	errs = append(errs, w.wal.close(), s.log.close(), s.lock.release())
+	return errors.Join(errs...)
+}
+
+// abandon closes what a failed Open had opened.
+func (s *Store) abandon() {
+	if s.db != nil {
+		_ = s.db.Close()
+	}
+	if s.w != nil && s.w.wal != nil {
+		_ = s.w.wal.close()
+	}
+	_ = s.log.close()
+}
+
+// snapshot starts a read.
+func (s *Store) snapshot() *snapshot {
+	snap := &snapshot{ov: s.ov}
+	if s.db != nil {
+		snap.txn = s.db.NewTransaction(false)
+	}
+	return snap
 }
 
 // fileLogger sends Badger's warnings and errors to wf.log (and Logf), never
-// to the terminal the TUI is drawing on.
+// to the terminal the TUI is drawing on. A reader's logger has no file.
 type fileLogger struct {
 	mu    sync.Mutex
 	f     *os.File
 	extra func(format string, args ...any)
 }
 
-func openLog(path string, extra func(string, ...any)) (*fileLogger, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+func openLog(stateDir, path string, extra func(string, ...any)) (*fileLogger, error) {
+	f, err := openStateFile(stateDir, path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
+		return nil, fmt.Errorf("open log: %w", err)
+	}
+	if err := tightenFile(f); err != nil {
+		f.Close()
 		return nil, fmt.Errorf("open log: %w", err)
 	}
 	return &fileLogger{f: f, extra: extra}, nil
@@ -452,6 +653,9 @@ func (l *fileLogger) Infof(string, ...any)  {}
 func (l *fileLogger) Debugf(string, ...any) {}
 
 func (l *fileLogger) close() error {
+	if l == nil {
+		return nil
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.f == nil {
@@ -464,3 +668,4 @@ func (l *fileLogger) close() error {
 	}
 	return nil
 }
+

@@ -183,6 +183,9 @@ func (s *Store) writeBatch(batch []*commitReq) error {
 		return s.writeFailed(err)
 	}
 	w.lastSeq = seq
+	if s.opts.afterLogWrite != nil {
+		s.opts.afterLogWrite(seq)
+	}
 	if sync {
 		// Only a synced record may be named by the database's sequence:
 		// the checkpoint and the checks at open rely on the log holding

@@ -27,6 +27,9 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(helperEnv); dir != "" {
 		os.Exit(holdLock(dir))
 	}
+	if mode := os.Getenv(childModeEnv); mode != "" {
+		os.Exit(runChild(mode))
+	}
 	os.Exit(m.Run())
 }
 

@@ -48,6 +48,7 @@ func openReader(dir string, opts Options) (_ *Store, err error) {
 	if err != nil {
 		return nil, wrapOpen(dir, err)
 	}
+	s.info = si
 	switch si.kind {
 	case kindEmpty:
 		return s, nil

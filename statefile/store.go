@@ -59,6 +59,19 @@ type Options struct {
 	LockTimeout time.Duration
 	// Logf, when set, also receives Badger's warnings and errors.
 	Logf func(format string, args ...any)
+
+	// For tests: the size of new log segments (0: defaultSegmentSize),
+	// and a hook called after each record is in the log and before it is
+	// applied to Badger.
+	segmentSize   int64
+	afterLogWrite func(seq uint64)
+}
+
+func (o Options) segSize() int64 {
+	if o.segmentSize > 0 {
+		return o.segmentSize
+	}
+	return defaultSegmentSize
 }
 
 // ErrClosed is returned by every method of a Store after Close.
@@ -78,6 +91,8 @@ type Store struct {
 	// viewDir is a reader's private directory for Badger (removed at
 	// Close).
 	viewDir string
+	// info is what a reader's checks found (for Check).
+	info *stateInfo
 	lock    *lockFile
 	log     *fileLogger
 	// id is the state's random identity (see ID).
@@ -308,7 +323,7 @@ func (s *Store) create(si *stateInfo) error {
 		return wrapOpen(s.dir, err)
 	}
 	w := s.w
-	w.wal = &walWriter{stateDir: s.dir, dir: walDir, identity: s.identity, segSize: defaultSegmentSize}
+	w.wal = &walWriter{stateDir: s.dir, dir: walDir, identity: s.identity, segSize: s.opts.segSize()}
 	if err := w.wal.create(1, 0); err != nil {
 		return s.writeFailed(err)
 	}
@@ -380,7 +395,7 @@ func (s *Store) recover(si *stateInfo) error {
 	for i, sf := range si.segs {
 		segs[i] = sf.header.first
 	}
-	w.wal = &walWriter{stateDir: s.dir, dir: filepath.Join(s.dir, walName), identity: s.identity, segSize: defaultSegmentSize}
+	w.wal = &walWriter{stateDir: s.dir, dir: filepath.Join(s.dir, walName), identity: s.identity, segSize: s.opts.segSize()}
 	off := last.scan.end
 	if err := w.wal.resume(last.path, last.header, off, segs); err != nil {
 		return wrapOpen(s.dir, err)

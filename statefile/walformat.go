@@ -199,10 +199,11 @@ func scanSegment(data []byte, h segHeader, last bool) (segScan, error) {
 		}
 		sc.records = append(sc.records, walRecord{seq: seq, payload: rec[recHeaderSize:body], off: off})
 		next++
-		off += alignUp(ext)
-		if off > int64(len(data)) {
-			off = int64(len(data))
+		pad := min(off+alignUp(ext), int64(len(data)))
+		if i := firstNonZero(data[off+ext : pad]); i >= 0 {
+			return sc, fmt.Errorf("has non-zero padding at offset %d after record %d", off+ext+int64(i), seq)
 		}
+		off = pad
 	}
 }
 

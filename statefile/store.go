@@ -93,8 +93,8 @@ type Store struct {
 	viewDir string
 	// info is what a reader's checks found (for Check).
 	info *stateInfo
-	lock    *lockFile
-	log     *fileLogger
+	lock *lockFile
+	log  *fileLogger
 	// id is the state's random identity (see ID).
 	id string
 
@@ -683,4 +683,3 @@ func (l *fileLogger) close() error {
 	}
 	return nil
 }
-

@@ -26,7 +26,12 @@ func copyTree(t *testing.T, src, dst string) {
 		if d.IsDir() {
 			return os.MkdirAll(target, 0o700)
 		}
-		return copySparse(path, target)
+		in, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		return copySparse(in, target)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -201,40 +206,6 @@ func TestDamagedStateIsAClearError(t *testing.T) {
 		}
 	}
 	t.Logf("%d files x %d damages (reader), x %d (writer): %v", len(files), len(damages), len(writerDamages), counts)
-}
-
-// copySparse copies a file, leaving holes where it is zero (Badger's
-// files are mostly preallocated zeros).
-func copySparse(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	buf := make([]byte, 64<<10)
-	var off int64
-	for {
-		n, err := in.ReadAt(buf, off)
-		if n > 0 && !allZero(buf[:n]) {
-			if _, werr := out.WriteAt(buf[:n], off); werr != nil {
-				out.Close()
-				return werr
-			}
-		}
-		off += int64(n)
-		if err != nil {
-			break
-		}
-	}
-	if err := out.Truncate(off); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }
 
 // scratchDir is a temporary directory for throw-away copies of states, in

@@ -149,17 +149,42 @@ func (s *Store) openLegacyCopy(si *stateInfo) error {
 	return nil
 }
 
+// copyFile copies a regular file of the state, leaving holes where it is
+// zero (Badger's memtable logs are mostly preallocated zeros).
 func copyFile(stateDir, src, dst string) error {
 	in, err := openStateFile(stateDir, src, os.O_RDONLY, 0)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
+	return copySparse(in, dst)
+}
+
+func copySparse(in *os.File, dst string) error {
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(out, in); err != nil {
+	buf := make([]byte, 64<<10)
+	var off int64
+	for {
+		n, err := in.ReadAt(buf, off)
+		if n > 0 && !allZero(buf[:n]) {
+			if _, werr := out.WriteAt(buf[:n], off); werr != nil {
+				out.Close()
+				return werr
+			}
+		}
+		off += int64(n)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			out.Close()
+			return err
+		}
+	}
+	if err := out.Truncate(off); err != nil {
 		out.Close()
 		return err
 	}

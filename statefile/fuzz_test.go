@@ -40,9 +40,9 @@ func checkpointSeeds() map[string][]byte {
 
 func opsSeeds() map[string][]byte {
 	return map[string][]byte{
-		"seed-set":    appendOps(nil, []op{{kind: opSet, key: []byte("a\x00x\x00\x01"), val: []byte(`{"name":"x"}`)}}),
-		"seed-mixed":  appendOps(nil, []op{{kind: opSet, key: []byte("T1"), val: []byte{}}, {kind: opDelete, key: []byte("T1")}, {kind: opDeletePrefix, key: []byte("i")}}),
-		"seed-cut":    appendOps(nil, []op{{kind: opSet, key: []byte("k"), val: []byte("vvvv")}})[:4],
+		"seed-set":     appendOps(nil, []op{{kind: opSet, key: []byte("a\x00x\x00\x01"), val: []byte(`{"name":"x"}`)}}),
+		"seed-mixed":   appendOps(nil, []op{{kind: opSet, key: []byte("T1"), val: []byte{}}, {kind: opDelete, key: []byte("T1")}, {kind: opDeletePrefix, key: []byte("i")}}),
+		"seed-cut":     appendOps(nil, []op{{kind: opSet, key: []byte("k"), val: []byte("vvvv")}})[:4],
 		"seed-badkind": {7, 1, 'k'},
 	}
 }

@@ -179,9 +179,12 @@ func (s *Store) writeBatch(batch []*commitReq) error {
 			return s.writeFailed(err)
 		}
 	}
+	t0 := time.Now()
 	if err := w.wal.append(seq, payload, sync); err != nil {
 		return s.writeFailed(err)
 	}
+	t1 := time.Now()
+	w.logTime += t1.Sub(t0)
 	w.lastSeq = seq
 	if s.opts.afterLogWrite != nil {
 		s.opts.afterLogWrite(seq)
@@ -195,6 +198,7 @@ func (s *Store) writeBatch(batch []*commitReq) error {
 	if err := s.write(groups); err != nil {
 		return s.writeFailed(err)
 	}
+	w.applyTime += time.Since(t1)
 	if sync {
 		w.metaSeq = seq
 	}

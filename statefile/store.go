@@ -141,6 +141,9 @@ type writerState struct {
 	// failed is sticky: after a write that may have half-happened, or a
 	// full disk, the store refuses every further write.
 	failed error
+	// Time spent appending (and syncing) log records and applying them to
+	// Badger, for benchmarks.
+	logTime, applyTime time.Duration
 	// Space accounting (see space.go).
 	lsmBytes  int64
 	unlisted  int // bytes written since db/ was last looked at

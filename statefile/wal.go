@@ -94,20 +94,23 @@ func (w *walWriter) create(first uint64, n int) error {
 }
 
 // preallocate gives f size bytes of real blocks, so later writes inside
-// it never need space.
+// it never need space: fallocate reserves them (and fails at once with
+// ENOSPC on a full disk), then zeros are written over them, because a
+// write into fallocated (unwritten) extents makes every fdatasync journal
+// an extent conversion, while overwriting written zeros is a pure data
+// write: about twice the syncs per second on ext4.
 func preallocate(f *os.File, size int64) error {
 	err := syscall.Fallocate(int(f.Fd()), 0, 0, size)
-	if errors.Is(err, syscall.EOPNOTSUPP) || errors.Is(err, syscall.ENOSYS) {
-		// No fallocate here: write the zeros.
-		buf := make([]byte, 1<<20)
-		for off := int64(0); off < size; off += int64(len(buf)) {
-			if _, err := f.WriteAt(buf[:min(int64(len(buf)), size-off)], off); err != nil {
-				return err
-			}
-		}
-		return nil
+	if err != nil && !errors.Is(err, syscall.EOPNOTSUPP) && !errors.Is(err, syscall.ENOSYS) {
+		return err
 	}
-	return err
+	buf := make([]byte, 1<<20)
+	for off := int64(0); off < size; off += int64(len(buf)) {
+		if _, err := f.WriteAt(buf[:min(int64(len(buf)), size-off)], off); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // resume makes an existing segment the active one, appending at off.

@@ -255,6 +255,27 @@ func (s *Store) refreshDB() error {
 	return nil
 }
 
+// maxRetainedLog is how much log a writer keeps before it makes Badger
+// flush its memtables.
+const maxRetainedLog = 4 * memTableSize
+
+// flushSentinel is a key prefix no record uses; see forceFlush.
+var flushSentinel = []byte{0xff, 'w', 'f', '-', 'f', 'l', 'u', 's', 'h'}
+
+// forceFlush makes Badger flush every memtable into tables now. Badger has
+// no call for that, but DropPrefix of a prefix that holds a key flushes
+// the memtables first (synchronously); the sentinel key sorts after every
+// table, so no table is rewritten for the drop.
+func (s *Store) forceFlush() error {
+	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(flushSentinel, nil) }); err != nil {
+		return fmt.Errorf("flush the database: %w", err)
+	}
+	if err := s.db.DropPrefix(flushSentinel); err != nil {
+		return fmt.Errorf("flush the database: %w", err)
+	}
+	return nil
+}
+
 // rotate starts a new log segment for sequence first and takes the
 // chance to checkpoint.
 func (s *Store) rotate(first uint64, n int) error {
@@ -291,6 +312,20 @@ func (s *Store) checkpoint(closing bool) error {
 		w.cand.memFid = 0
 		if len(l.memFids) > 0 {
 			w.cand.memFid = l.memFids[len(l.memFids)-1]
+		}
+		if flushed == cp.flushed && int64(len(w.wal.segs))*w.wal.segSize > maxRetainedLog {
+			// Big values live in the value log and fill memtables slowly,
+			// so Badger may not flush for a long time: make it, rather
+			// than keep the log growing.
+			if err := s.forceFlush(); err != nil {
+				return err
+			}
+			if l, err = listDB(dbDir); err != nil {
+				return err
+			}
+			if len(l.memFids) == 0 || l.memFids[0] > w.cand.memFid {
+				flushed = w.cand.seq
+			}
 		}
 	}
 	if flushed > cp.flushed || cp.counter == 1 {

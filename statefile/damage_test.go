@@ -17,7 +17,13 @@ import (
 // copyTree copies a state directory (regular files and directories).
 func copyTree(t *testing.T, src, dst string) {
 	t.Helper()
-	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+	if err := tryCopyTree(src, dst); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func tryCopyTree(src, dst string) error {
+	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -33,9 +39,6 @@ func copyTree(t *testing.T, src, dst string) {
 		defer in.Close()
 		return copySparse(in, target)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // flushedState builds a state big enough that Badger flushed memtables
@@ -78,10 +81,21 @@ func flushedState(t *testing.T, crash bool) string {
 	for i := range 50 {
 		commitT(t, s, record.Mutation{Attempt: att("w", "tail", "a", 1, i+1)})
 	}
-	img := filepath.Join(scratchDir(t), ".wf")
-	copyTree(t, dir, img)
-	closeT(t, s)
-	return img
+	defer closeT(t, s)
+	// Badger may compact while the copy is taken (a table gone between
+	// listing and reading, or the MANIFEST newer than the tables read):
+	// take copies until one is a state a crash could have left.
+	for range 20 {
+		img := filepath.Join(scratchDir(t), ".wf")
+		if err := tryCopyTree(dir, img); err != nil {
+			continue
+		}
+		if _, err := inspect(img); err == nil {
+			return img
+		}
+	}
+	t.Fatal("no consistent copy of the open store in 20 tries")
+	return ""
 }
 
 // outcome opens a state (writer or reader), dumps it, and says what

@@ -329,8 +329,9 @@ func (cmd *StateRmCommand) Run(_ context.Context, args []string) error {
 
 // StateCheckCommand verifies a state.
 type StateCheckCommand struct {
-	cli   *CLI
-	flags commonFlags
+	cli     *CLI
+	flags   commonFlags
+	verbose bool
 }
 
 // Run implements `wf state check [DIR]`.
@@ -340,6 +341,7 @@ func (cmd *StateCheckCommand) Run(_ context.Context, args []string) error {
 		"Verify the state of the configuration in DIR (default \".\"): every log\nrecord's and table's checksum, the checkpoint, and every record decoded.\nIt changes nothing. Exit 0 when the state is healthy, 1 when it is damaged\n(the error says what is wrong).")
 	cmd.flags.registerState(fs)
 	cmd.flags.registerLock(fs)
+	fs.BoolVar(&cmd.verbose, "v", false, "also show the log, checkpoint and database files that were checked")
 	dir, err := parseDir(fs, args)
 	if err != nil {
 		return err
@@ -352,11 +354,14 @@ func (cmd *StateCheckCommand) Run(_ context.Context, args []string) error {
 	if err != nil {
 		return err // names the state directory and what is wrong
 	}
-	writeCheckReport(c.Stdout, rep)
+	writeCheckReport(c.Stdout, rep, cmd.verbose)
 	return nil
 }
 
-func writeCheckReport(w io.Writer, r *statefile.CheckReport) {
+// writeCheckReport prints what the state holds; with verbose, also how it
+// is stored (which changes with checkpoints and crashes, not with what
+// was committed).
+func writeCheckReport(w io.Writer, r *statefile.CheckReport, verbose bool) {
 	if !r.Exists {
 		fmt.Fprintf(w, "No state in %s yet: nothing to check (wf apply creates it).\n", r.Dir)
 		return
@@ -374,11 +379,13 @@ func writeCheckReport(w io.Writer, r *statefile.CheckReport) {
 	if r.Identity != "" {
 		fmt.Fprintf(tw, "  identity\t%s\n", r.Identity)
 	}
-	if r.Schema == 2 {
+	if verbose && r.Schema == 2 {
 		fmt.Fprintf(tw, "  log\t%d %s, sequences up to %d; the database's tables hold up to %d, %d %s after that\n",
 			r.LogSegments, plural(r.LogSegments, "segment", "segments"), r.LogLast, r.Checkpoint, r.Replayed, plural(r.Replayed, "record", "records"))
 	}
-	fmt.Fprintf(tw, "  database\t%d %s verified, %d value %s\n", r.Tables, plural(r.Tables, "table", "tables"), r.ValueLogs, plural(r.ValueLogs, "log", "logs"))
+	if verbose {
+		fmt.Fprintf(tw, "  database\t%d %s verified, %d value %s\n", r.Tables, plural(r.Tables, "table", "tables"), r.ValueLogs, plural(r.ValueLogs, "log", "logs"))
+	}
 	fmt.Fprintf(tw, "  records\t%d %s, %d %s (%d with a timer), %d %s, %d %s, %d %s: all decoded\n",
 		r.Instances, plural(r.Instances, "instance", "instances"),
 		r.Activities, plural(r.Activities, "activity", "activities"), r.Timers,
@@ -388,7 +395,7 @@ func writeCheckReport(w io.Writer, r *statefile.CheckReport) {
 	if r.TornRecord > 0 {
 		fmt.Fprintf(tw, "  note\tlog record %d was cut short by a crash; it was never acknowledged, and the next wf apply clears it\n", r.TornRecord)
 	}
-	if r.Residue > 0 {
+	if verbose && r.Residue > 0 {
 		fmt.Fprintf(tw, "  note\t%d %s left by a crash (memtable logs, unlisted tables, covered log segments); the next wf apply removes them\n", r.Residue, plural(r.Residue, "file", "files"))
 	}
 	_ = tw.Flush()

@@ -30,7 +30,7 @@ func (f *commonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.workflow, "workflow", "", "only this workflow `NAME` (default: every workflow)")
 	f.registerState(fs)
 	switch fs.Name() {
-	case "plan", "apply":
+	case "wf plan", "wf apply":
 		// The configuration commands that hold the state's lock while
 		// they work.
 		f.registerLock(fs)

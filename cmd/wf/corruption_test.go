@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -85,6 +87,10 @@ func TestCorruptionMatrix(t *testing.T) {
 	src := matrixState(t)
 	scratch := matrixScratch(t)
 	env := []string{"WF_STATE_DIR="} // the state is <config>/.wf
+	// The matrix runs wf some 500 times: without the race detector in the
+	// binary (the other tests have it) it takes a third of the time.
+	bin := plainBinary(t)
+	runWF := func(t *testing.T, env []string, args ...string) wfOut { return runBin(t, bin, env, args...) }
 
 	// The undamaged baseline: what every read prints, and what apply
 	// leaves.
@@ -182,6 +188,35 @@ func TestCorruptionMatrix(t *testing.T) {
 		}
 	}
 	t.Logf("%d files (%s) x %d damages: reads (x%d commands) %v; apply %v", len(files), strings.Join(files, " "), len(damageOps), len(readCommands), counts, applyCounts)
+}
+
+var plainBin struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// plainBinary builds cmd/wf without the race detector, once.
+func plainBinary(t *testing.T) string {
+	t.Helper()
+	if !raceEnabled {
+		return durBinary(t)
+	}
+	plainBin.once.Do(func() {
+		dir, err := os.MkdirTemp("", "wf-bin-plain-")
+		if err != nil {
+			plainBin.err = err
+			return
+		}
+		plainBin.path = filepath.Join(dir, "wf")
+		if out, err := exec.Command("go", "build", "-o", plainBin.path, ".").CombinedOutput(); err != nil {
+			plainBin.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if plainBin.err != nil {
+		t.Fatal(plainBin.err)
+	}
+	return plainBin.path
 }
 
 func firstLineOf(s string) string {

@@ -32,7 +32,12 @@ type wfOut struct {
 
 func runWF(t *testing.T, env []string, args ...string) wfOut {
 	t.Helper()
-	cmd := exec.Command(durBinary(t), args...)
+	return runBin(t, durBinary(t), env, args...)
+}
+
+func runBin(t *testing.T, bin string, env []string, args ...string) wfOut {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(append(os.Environ(), "NO_COLOR=1"), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

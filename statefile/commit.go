@@ -111,6 +111,9 @@ func (s *Store) commitOps(ops []op, sync bool) error {
 	}
 
 	s.mu.Lock()
+	// Callers that queued while this batch was written are the rest of
+	// the crowd: the next batch should wait for them and this batch's.
+	s.lastQueued = len(s.pending)
 	if len(s.pending) > 0 {
 		// Hand over rather than loop: the leader's own caller should not
 		// pay for other callers' later batches.
@@ -125,18 +128,20 @@ func (s *Store) commitOps(ops []op, sync bool) error {
 // linger lets callers that the previous batch just woke join this batch
 // before it is written. A fsync costs about a millisecond and the woken
 // callers typically commit again within microseconds, so waiting for as
-// many callers as the previous batch carried (at most maxLinger, asleep
-// meanwhile) roughly doubles the records per fsync compared with
-// batches alternating between two half-sized groups. It runs only under
-// contention (leadership handed over, or the previous batch was shared), so
-// a lone caller never waits. Called and returns with s.mu held.
+// many callers as the previous batch carried plus those that queued while
+// it was written (at most maxLinger, asleep meanwhile) gathers the whole
+// crowd into one batch instead of batches alternating between two parts
+// of it. It runs only under contention (leadership handed over, or the
+// previous batch was shared), so a lone caller never waits. Called and
+// returns with s.mu held.
 func (s *Store) linger() {
 	const maxLinger = 250 * time.Microsecond
-	if len(s.pending) >= s.lastBatch {
+	target := s.lastBatch + s.lastQueued
+	if len(s.pending) >= target {
 		return
 	}
 	ch := make(chan struct{})
-	s.lingerDone, s.lingerTarget = ch, s.lastBatch
+	s.lingerDone, s.lingerTarget = ch, target
 	s.mu.Unlock()
 	t := time.NewTimer(maxLinger)
 	select {
@@ -148,8 +153,11 @@ func (s *Store) linger() {
 	s.lingerDone = nil
 }
 
-// writeBatch makes one log record of the batch, appends it (syncing
-// unless every request is a RecordSpawn), then applies it to Badger.
+// writeBatch makes one log record of the batch and appends it (syncing
+// unless every request is a RecordSpawn): once it returns nil the batch is
+// durable and acknowledged. Applying it to Badger is the applier's job
+// (apply.go), in sequence order, while the next leader writes the next
+// record; reads wait for it, so they still see every acknowledged commit.
 func (s *Store) writeBatch(batch []*commitReq) error {
 	s.closeMu.RLock()
 	defer s.closeMu.RUnlock()
@@ -157,8 +165,8 @@ func (s *Store) writeBatch(batch []*commitReq) error {
 		return fmt.Errorf("commit state: %w", ErrClosed)
 	}
 	w := s.w
-	if w.failed != nil {
-		return w.failed
+	if err := w.failure(); err != nil {
+		return err
 	}
 	groups := make([][]op, 0, len(batch)+1)
 	sync := false
@@ -168,8 +176,8 @@ func (s *Store) writeBatch(batch []*commitReq) error {
 		payload = appendOps(payload, r.ops)
 		sync = sync || r.sync
 	}
-	if err := checkSpace(s.dir, filepath.Join(s.dir, dbName), w.lsmBytes, len(payload)); err != nil {
-		w.failed = err
+	if err := checkSpace(s.dir, filepath.Join(s.dir, dbName), w.lsmBytes.Load(), len(payload)); err != nil {
+		w.fail(err)
 		return err
 	}
 	seq := w.lastSeq + 1
@@ -182,31 +190,12 @@ func (s *Store) writeBatch(batch []*commitReq) error {
 	if err := w.wal.append(seq, payload, sync); err != nil {
 		return s.writeFailed(err)
 	}
-	t1 := time.Now()
-	w.logTime += t1.Sub(t0)
+	w.logTime += time.Since(t0)
 	w.lastSeq = seq
 	if s.opts.afterLogWrite != nil {
 		s.opts.afterLogWrite(seq)
 	}
-	if sync {
-		// Only a synced record may be named by the database's sequence:
-		// the checkpoint and the checks at open rely on the log holding
-		// everything up to it.
-		groups = append(groups, []op{seqOp(seq)})
-	}
-	if err := s.write(groups); err != nil {
-		return s.writeFailed(err)
-	}
-	w.applyTime += time.Since(t1)
-	if sync {
-		w.metaSeq = seq
-	}
-	w.unlisted += len(payload)
-	if w.unlisted >= memTableSize/4 {
-		if err := s.refreshDB(); err != nil {
-			return s.writeFailed(err)
-		}
-	}
+	s.enqueueApply(applyJob{seq: seq, groups: groups, sync: sync, bytes: len(payload)})
 	return nil
 }
 
@@ -219,7 +208,7 @@ func (s *Store) writeFailed(err error) error {
 		err = fmt.Errorf("%w; free some space and run wf apply again: nothing committed is lost", err)
 	}
 	if s.w != nil {
-		s.w.failed = err
+		s.w.fail(err)
 	}
 	return err
 }

@@ -62,7 +62,7 @@ func openWriter(dir string, opts Options) (_ *Store, err error) {
 	if err != nil {
 		return nil, wrapOpen(dir, err)
 	}
-	s := &Store{dir: dir, opts: opts, lock: lock, log: logger, w: &writerState{allocated: map[string]bool{}}}
+	s := &Store{dir: dir, opts: opts, lock: lock, log: logger, w: newWriterState()}
 	defer func() {
 		if err != nil {
 			s.abandon()
@@ -76,6 +76,7 @@ func openWriter(dir string, opts Options) (_ *Store, err error) {
 	if err != nil {
 		return nil, err
 	}
+	s.startApplier()
 	if err := s.finishSchema(); err != nil {
 		return nil, err
 	}

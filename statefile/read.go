@@ -19,6 +19,12 @@ func (s *Store) read(what string, fn func(snap *snapshot) error) (err error) {
 	if s.closed {
 		return fmt.Errorf("%s: %w", what, ErrClosed)
 	}
+	if s.w != nil {
+		// See every acknowledged commit (apply.go).
+		if err := s.w.waitApplied(); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+	}
 	snap := s.snapshot()
 	defer snap.discard()
 	defer func() {

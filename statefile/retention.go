@@ -20,7 +20,7 @@ func (s *Store) refreshDB() error {
 	if err != nil {
 		return err
 	}
-	w.lsmBytes = l.sstBytes
+	w.lsmBytes.Store(l.sstBytes)
 	seen := map[string]bool{}
 	for _, p := range l.memPaths {
 		seen[p] = true
@@ -64,6 +64,11 @@ func (s *Store) forceFlush() error {
 // rotate starts a new log segment for sequence first and takes the
 // chance to checkpoint.
 func (s *Store) rotate(first uint64, n int) error {
+	// The checkpoint reads what Badger holds: let the applier catch up
+	// first (rotations are rare).
+	if err := s.w.waitApplied(); err != nil {
+		return err
+	}
 	if err := s.w.wal.create(first, n); err != nil {
 		return err
 	}
@@ -88,12 +93,12 @@ func (s *Store) checkpoint(closing bool) error {
 	flushed := cp.flushed
 	switch {
 	case closing && len(l.memFids) == 0:
-		flushed = w.metaSeq
+		flushed = w.lastMetaSeq()
 	case !closing && w.cand.ok && (len(l.memFids) == 0 || l.memFids[0] > w.cand.memFid):
 		flushed = max(flushed, w.cand.seq)
 	}
 	if !closing {
-		w.cand.seq, w.cand.ok = w.metaSeq, true
+		w.cand.seq, w.cand.ok = w.lastMetaSeq(), true
 		w.cand.memFid = 0
 		if len(l.memFids) > 0 {
 			w.cand.memFid = l.memFids[len(l.memFids)-1]
@@ -146,6 +151,6 @@ func (s *Store) checkpoint(closing bool) error {
 		return err
 	}
 	w.cp = cp
-	w.lsmBytes = l.sstBytes
+	w.lsmBytes.Store(l.sstBytes)
 	return w.wal.removeThrough(cp.flushed)
 }

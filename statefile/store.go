@@ -106,8 +106,9 @@ type Store struct {
 	// lingerDone, when set, is closed once lingerTarget callers queue.
 	lingerDone   chan struct{}
 	lingerTarget int
-	// lastBatch is the number of Commit calls in the previous batch.
-	lastBatch int
+	// lastBatch is the number of Commit calls in the previous batch, and
+	// lastQueued the number that queued while it was written.
+	lastBatch, lastQueued int
 	// Counters for tests and benchmarks: batches written and the Commit
 	// calls they carried.
 	batches, batchedReqs atomic.Int64
@@ -118,8 +119,9 @@ type Store struct {
 	identity [16]byte
 }
 
-// writerState is the part of a writable Store that only the
-// group-commit leader touches.
+// writerState is the part of a writable Store that the group-commit
+// leader (and Open and Close) touches, with what it shares with the
+// applier.
 type writerState struct {
 	wal *walWriter
 	cp  checkpoint
@@ -133,16 +135,21 @@ type writerState struct {
 		memFid int
 		ok     bool
 	}
-	// failed is sticky: after a write that may have half-happened, or a
-	// full disk, the store refuses every further write.
-	failed error
+	// mu guards what the leader and the applier share: failed (sticky:
+	// after a write that may have half-happened, or a full disk, the store
+	// refuses every further write), the applier's progress and metaSeq.
+	mu               sync.Mutex
+	applyCond        *sync.Cond
+	failed, applyErr error
+	queued, applied  uint64
+	jobs             chan applyJob
+	applierDone      chan struct{}
+	lsmBytes         atomic.Int64 // tables' size, for the space margin
+	unlisted         int          // bytes applied since db/ was last looked at (applier)
+	allocated        map[string]bool
 	// Time spent appending (and syncing) log records and applying them to
 	// Badger, for benchmarks.
 	logTime, applyTime time.Duration
-	// Space accounting (see space.go).
-	lsmBytes  int64
-	unlisted  int // bytes written since db/ was last looked at
-	allocated map[string]bool
 }
 
 // Open opens the state directory dir. A writer creates it if needed (mode
@@ -246,20 +253,22 @@ func (s *Store) Close() error {
 func (s *Store) closeWriter() error {
 	w := s.w
 	dbDir := filepath.Join(s.dir, dbName)
-	if w.failed != nil {
-		if free, err := freeBytes(dbDir); err == nil && free < spaceMargin(w.lsmBytes, 0) {
+	s.stopApplier()
+	failed := w.failure()
+	if failed != nil {
+		if free, err := freeBytes(dbDir); err == nil && free < spaceMargin(w.lsmBytes.Load(), 0) {
 			// Badger's close flushes its memtables into new tables, which
 			// on a full disk could fault. Everything committed is in the
 			// log, so leave Badger as it is; the lock stays held until
 			// this process exits, so no other wf opens the state while
 			// this one's database is still open.
-			return fmt.Errorf("state in %s was not closed cleanly (%w); the next wf apply recovers it from the log", s.dir, w.failed)
+			return fmt.Errorf("state in %s was not closed cleanly (%w); the next wf apply recovers it from the log", s.dir, failed)
 		}
 	}
 	var errs []error
 	if err := s.db.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("close state database: %w", err))
-	} else if w.failed == nil {
+	} else if failed == nil {
 		if err := s.checkpoint(true); err != nil {
 			errs = append(errs, err)
 		}
@@ -273,6 +282,7 @@ func (s *Store) closeWriter() error {
 
 // abandon closes what a failed Open had opened.
 func (s *Store) abandon() {
+	s.stopApplier()
 	if s.db != nil {
 		_ = s.db.Close()
 	}

@@ -97,12 +97,14 @@ func (s *Store) applyOne(j applyJob) {
 	}
 }
 
-// waitApplied waits until every record written so far is applied, and
-// says whether one could not be.
+// waitApplied waits until every record written before the call is
+// applied (later ones do not hold it up), and says whether one could not
+// be.
 func (w *writerState) waitApplied() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for w.applied < w.queued {
+	target := w.queued
+	for w.applied < target {
 		w.applyCond.Wait()
 	}
 	return w.applyErr

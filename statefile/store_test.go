@@ -545,6 +545,9 @@ func TestDecodeErrorNamesKey(t *testing.T) {
 	defer closeT(t, s)
 	commitT(t, s, record.Mutation{Activity: act("w", "k", "good", true)})
 	poke := func(k, v []byte) {
+		if err := s.w.waitApplied(); err != nil {
+			t.Fatal(err)
+		}
 		if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(k, v) }); err != nil {
 			t.Fatal(err)
 		}

@@ -81,8 +81,8 @@ type stateInfo struct {
 
 func (si *stateInfo) identity() string { return hex.EncodeToString(si.cp.identity[:]) }
 
-// retainedBytes is the size of the log segments a reader or writer
-// replays.
+// recordBytes is the size of the log records after the checkpoint, which
+// a writer replays and a reader lays over the database.
 func (si *stateInfo) recordBytes() int {
 	n := 0
 	for _, r := range si.records {

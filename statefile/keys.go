@@ -11,7 +11,7 @@ import (
 // every component is self-delimiting (see appendName) and a prefix of
 // components is a prefix scan:
 //
-//	m schema                          -> "1" (record.SchemaVersion)
+//	m schema                          -> "2" (record.SchemaVersion)
 //	i <wf> <key>                      -> Instance
 //	a <wf> <key> <activity>           -> Activity
 //	T <wf> <key> <activity>           -> "" (the activity has a pending timer)
@@ -19,6 +19,7 @@ import (
 //	b <budget>                        -> Budget
 //	p <wf> <key> <activity>           -> Spawn (the process group of the last exec attempt)
 //	m id                              -> the state's random identity (hex)
+//	m seq                             -> the last synced log sequence applied (big-endian uint64)
 //
 // The escaping keeps byte order equal to string order, so scans return
 // activities by name and attempts by (activity, generation, number).
@@ -35,6 +36,7 @@ const (
 var (
 	keySchema = []byte{tableMeta, 's', 'c', 'h', 'e', 'm', 'a'}
 	keyID     = []byte{tableMeta, 'i', 'd'}
+	keySeq    = []byte{tableMeta, 's', 'e', 'q'}
 )
 
 // appendName appends s escaped: 0x00 becomes 0x00 0xFF and the name ends

@@ -8,9 +8,11 @@ import (
 	"time"
 )
 
-// SchemaVersion is the version of the on-disk layout. A store written with
-// another version is refused with a clear error.
-const SchemaVersion = 1
+// SchemaVersion is the version of the on-disk layout. 1: Badger only; 2:
+// a checksummed write-ahead log and checkpoint in front of Badger. A
+// writer migrates a schema-1 state on its first open; any other version is
+// refused with a clear error.
+const SchemaVersion = 2
 
 // Status is an activity's status within its current generation.
 type Status string

@@ -23,6 +23,7 @@ var workflowSchema = &hcl.BodySchema{
 var activitySchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "timeout"},
+		{Name: "heartbeat_timeout"},
 		{Name: "retry"},
 		{Name: "depends_on"},
 		{Name: "task_queue"},
@@ -225,6 +226,7 @@ func (l *loader) loadActivity(workflow string, b *hcl.Block, names map[string]bo
 		}
 	}
 
+	l.loadHeartbeat(a, content.Attributes["heartbeat_timeout"])
 	l.loadRules(a, content.Attributes["retry"], retryBlocks)
 
 	if kr != nil {

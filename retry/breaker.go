@@ -1,0 +1,185 @@
+package retry
+
+import "time"
+
+// Breaker is a circuit_breaker block (SPEC §11): it opens when at least
+// FailureRatio of the calls in a sliding Window failed, once the window
+// holds at least MinimumCalls; it then refuses every call for
+// BreakDuration, lets HalfOpenCalls trial calls through (half-open), and
+// closes once all of them succeeded, or opens again at the first that
+// failed.
+type Breaker struct {
+	Name          string
+	FailureRatio  float64
+	MinimumCalls  int
+	Window        time.Duration
+	BreakDuration time.Duration
+	HalfOpenCalls int
+	// Failures are the error patterns that count as failures; empty means
+	// every error but "interrupted". An interrupted attempt never counts,
+	// whatever the patterns say (SPEC §4.1).
+	Failures []string
+}
+
+// CircuitState is where a breaker is.
+type CircuitState string
+
+const (
+	CircuitClosed   CircuitState = "closed"
+	CircuitOpen     CircuitState = "open"
+	CircuitHalfOpen CircuitState = "half_open"
+)
+
+// Circuit is the state of one breaker: everything about it that must
+// survive a crash. It holds no count of calls in flight: after a crash no
+// attempt runs, so none is.
+type Circuit struct {
+	State CircuitState
+	// Since is when the circuit entered State.
+	Since time.Time
+	// HalfOpenAt is when an open circuit lets trial calls through.
+	HalfOpenAt time.Time
+	// Successes and Failures are the times of the outcomes in the window
+	// while closed, oldest first.
+	Successes, Failures []time.Time
+	// TrialSuccesses counts the trial calls that succeeded (half-open).
+	TrialSuccesses int
+	// Epoch increases with every change of State. A call is let through
+	// in an epoch; its outcome counts only in that epoch, so an attempt
+	// that started before the circuit opened cannot count as a trial.
+	Epoch int
+}
+
+// Outcome is how a call let through by a breaker ended, as it sees it.
+type Outcome int
+
+const (
+	// OutcomeSuccess: the call succeeded, or failed with an error the breaker
+	// does not count (the downstream answered).
+	OutcomeSuccess Outcome = iota
+	// OutcomeFailure: an error that counts.
+	OutcomeFailure
+	// OutcomeIgnored: neither (an interrupted attempt); a trial slot it held is
+	// free again.
+	OutcomeIgnored
+)
+
+// typeInterrupted is the error type of an attempt the engine cut short.
+const typeInterrupted = "interrupted"
+
+// Classify says how the breaker counts an attempt that failed with an
+// error of type typ.
+func (b Breaker) Classify(typ string) Outcome {
+	switch {
+	case typ == typeInterrupted:
+		return OutcomeIgnored
+	case len(b.Failures) == 0 || MatchAny(b.Failures, typ):
+		return OutcomeFailure
+	}
+	return OutcomeSuccess
+}
+
+// At returns the circuit as it is at now: an open circuit whose break is
+// over is half-open. changed reports that transition.
+func (b Breaker) At(c Circuit, now time.Time) (out Circuit, changed bool) {
+	if c.State == CircuitOpen && !now.Before(c.HalfOpenAt) {
+		return Circuit{State: CircuitHalfOpen, Since: c.HalfOpenAt, Epoch: c.Epoch + 1}, true
+	}
+	if c.State == "" {
+		c.State = CircuitClosed
+	}
+	return c, false
+}
+
+// Permit says whether one more call may start at now, given the trial
+// calls in flight (half-open). When it may not, wait is when to ask again:
+// the end of the break (open), or zero when a trial call must end first
+// (half-open, every trial slot taken). c must be At(now).
+func (b Breaker) Permit(c Circuit, now time.Time, trialsInFlight int) (ok bool, wait time.Time) {
+	switch c.State {
+	case CircuitOpen:
+		return false, c.HalfOpenAt
+	case CircuitHalfOpen:
+		if c.TrialSuccesses+trialsInFlight < max(b.HalfOpenCalls, 1) {
+			return true, time.Time{}
+		}
+		return false, time.Time{}
+	}
+	return true, time.Time{}
+}
+
+// Record counts the outcome, at now, of a call let through in epoch and
+// returns the circuit after it (c must be At(now)). An outcome from
+// another epoch changes nothing. Closed: the outcome joins the window, and
+// a failure that brings the window to MinimumCalls calls of which at least
+// FailureRatio failed opens the circuit. Half-open: a failure opens it
+// again, and the HalfOpenCalls-th success closes it with an empty window.
+func (b Breaker) Record(c Circuit, epoch int, o Outcome, now time.Time) Circuit {
+	if epoch != c.Epoch || o == OutcomeIgnored {
+		return c
+	}
+	switch c.State {
+	case CircuitHalfOpen:
+		if o == OutcomeFailure {
+			return b.open(c, now)
+		}
+		c.TrialSuccesses++
+		if c.TrialSuccesses >= max(b.HalfOpenCalls, 1) {
+			return Circuit{State: CircuitClosed, Since: now, Epoch: c.Epoch + 1}
+		}
+		return c
+	case CircuitOpen:
+		return c
+	}
+	c.Successes = b.prune(c.Successes, now)
+	c.Failures = b.prune(c.Failures, now)
+	if o == OutcomeSuccess {
+		c.Successes = append(c.Successes, now)
+		return c
+	}
+	c.Failures = append(c.Failures, now)
+	if calls := len(c.Successes) + len(c.Failures); calls >= max(b.MinimumCalls, 1) &&
+		float64(len(c.Failures)) >= b.FailureRatio*float64(calls) {
+		return b.open(c, now)
+	}
+	return c
+}
+
+func (b Breaker) open(c Circuit, now time.Time) Circuit {
+	return Circuit{State: CircuitOpen, Since: now, HalfOpenAt: now.Add(b.BreakDuration), Epoch: c.Epoch + 1}
+}
+
+// Calls returns the outcomes in the window ending at now: how many calls,
+// and how many of them failed.
+func (b Breaker) Calls(c Circuit, now time.Time) (calls, failures int) {
+	f := b.count(c.Failures, now)
+	return b.count(c.Successes, now) + f, f
+}
+
+func (b Breaker) inWindow(t, now time.Time) bool {
+	return t.After(now.Add(-b.Window)) && !t.After(now)
+}
+
+func (b Breaker) count(ts []time.Time, now time.Time) int {
+	n := 0
+	for _, t := range ts {
+		if b.inWindow(t, now) {
+			n++
+		}
+	}
+	return n
+}
+
+// prune returns ts without the outcomes that left the window. Outcomes
+// are recorded oldest first, so those are at the front; a pruned window is
+// a new slice, so a copy of the circuit made earlier keeps its own.
+func (b Breaker) prune(ts []time.Time, now time.Time) []time.Time {
+	i := 0
+	for i < len(ts) && !b.inWindow(ts[i], now) && !ts[i].After(now) {
+		i++
+	}
+	if i == 0 {
+		return ts
+	}
+	return append(ts[:0:0], ts[i:]...)
+}

@@ -53,6 +53,15 @@ func TestRoundTrip(t *testing.T) {
 			func(b []byte) (any, error) { return DecodeAttempt(b) }},
 		{"budget", &Budget{Name: "payment_api", Stamps: []time.Time{t0, t0.Add(time.Second)}},
 			func(b []byte) (any, error) { return DecodeBudget(b) }},
+		{"activity waiting for its breaker", &Activity{Workflow: "w", Instance: "k", Name: "n", Generation: 1, Status: StatusWaiting, Attempts: 2,
+			Timer: &Timer{Kind: TimerCircuit, FireAt: t0, Attempt: 3, Set: t0, Source: "circuit"}, HeartbeatDetails: "row 4200 of 10000"},
+			func(b []byte) (any, error) { return DecodeActivity(b) }},
+		{"breaker closed", &Breaker{Name: "payment_api", State: "closed", Since: t0, Successes: []time.Time{t0}, Failures: []time.Time{t0.Add(time.Second)}, Epoch: 2},
+			func(b []byte) (any, error) { return DecodeBreaker(b) }},
+		{"breaker open", &Breaker{Name: "payment_api", State: "open", Since: t0, HalfOpenAt: t0.Add(30 * time.Second), Epoch: 3},
+			func(b []byte) (any, error) { return DecodeBreaker(b) }},
+		{"breaker half-open", &Breaker{Name: "payment_api", State: "half_open", Since: t0, TrialSuccesses: 1, Epoch: 4},
+			func(b []byte) (any, error) { return DecodeBreaker(b) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -136,6 +145,11 @@ func TestEncodeInvalid(t *testing.T) {
 		{"attempt empty outcome", badOutcome, `unknown outcome ""`},
 		{"attempt no activity", noAct, "empty workflow, instance or activity name"},
 		{"budget no name", &Budget{}, "budget: empty name"},
+		{"nil breaker", (*Breaker)(nil), "nil record"},
+		{"breaker no name", &Breaker{State: "closed"}, "breaker: empty name"},
+		{"breaker unknown state", Breaker{Name: "b", State: "ajar"}, `unknown state "ajar"`},
+		{"breaker open without its end", &Breaker{Name: "b", State: "open"}, "open without a half-open time"},
+		{"breaker negative epoch", &Breaker{Name: "b", State: "closed", Epoch: -1}, "negative count"},
 		{"activity bad outputs", &Activity{Workflow: "w", Instance: "k", Name: "n", Status: StatusPending, Outputs: json.RawMessage("{")}, "encode"},
 	}
 	for _, tt := range tests {
@@ -404,11 +418,15 @@ func TestDecoderKnowsEveryField(t *testing.T) {
 		{&Activity{}, func(b []byte) (any, error) { return DecodeActivity(b) }},
 		{&Attempt{}, func(b []byte) (any, error) { return DecodeAttempt(b) }},
 		{&Budget{}, func(b []byte) (any, error) { return DecodeBudget(b) }},
+		{&Breaker{}, func(b []byte) (any, error) { return DecodeBreaker(b) }},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%T", tt.rec), func(t *testing.T) {
 			n := 0
 			fill(t, reflect.ValueOf(tt.rec).Elem(), &n)
+			if br, ok := tt.rec.(*Breaker); ok {
+				br.State = "open" // an enum: fill's strings are not states
+			}
 			b, err := Encode(tt.rec)
 			if err != nil {
 				t.Fatal(err)
@@ -421,5 +439,17 @@ func TestDecoderKnowsEveryField(t *testing.T) {
 				t.Fatalf("round trip lost data:\n got %+v\nwant %+v", got, tt.rec)
 			}
 		})
+	}
+}
+
+func TestDecodeBreakerRefusesUnknownFields(t *testing.T) {
+	for _, in := range []string{
+		`{"name":"b","state":"closed","colour":"red"}`,
+		`{"name":"b","state":"closed"} {}`,
+		`{"name":"b","state":"shut"}`,
+	} {
+		if _, err := DecodeBreaker([]byte(in)); err == nil {
+			t.Errorf("DecodeBreaker(%s) succeeded", in)
+		}
 	}
 }

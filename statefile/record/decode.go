@@ -657,6 +657,8 @@ func decodeActivity(b []byte, r *Activity) error {
 			f.fail(d.strField(&r.FailReason))
 		case "finished":
 			f.fail(d.timeField(&r.Finished))
+		case "heartbeat_details":
+			f.fail(d.strField(&r.HeartbeatDetails))
 		default:
 			f.unknown()
 		}

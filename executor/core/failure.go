@@ -25,6 +25,14 @@ func (c *Core) result(res Result) {
 	if end.IsZero() {
 		end = c.now
 	}
+	if d := boundDetails(res.HeartbeatDetails); d != "" && d != a.rec.HeartbeatDetails {
+		a.rec.HeartbeatDetails = d
+		c.markAct(a)
+	}
+	// The gates hear how it ended after the attempt's own events, so a
+	// breaker that opens now says so after the retry it schedules.
+	gateEnd := attemptEnd{failure: res.Failure, interrupted: res.Interrupted}
+	defer c.release(a, &gateEnd)
 	switch {
 	case res.Interrupted:
 		msg := "cancelled by the engine"
@@ -87,40 +95,34 @@ func (c *Core) failure(a *act, f retry.Failure, end time.Time) {
 		c.fail(a, dec.Reason, ferr)
 		return
 	}
-	var b *budgetState
+	// The retry gate: the budget of the rule that decided.
+	var g *budgetGate
 	if dec.Rule >= 0 && dec.Rule < len(a.cfg.Rules) {
 		if name := a.cfg.Rules[dec.Rule].Policy.Budget; name != "" {
-			b = c.budgets[name]
+			g = c.budgetGateOf(name)
 			a.budget = name
 		}
 	}
 	next := att.Number + 1
-	if b == nil {
+	if g == nil {
 		c.emit(failed)
 		c.armRetry(a, att, next, dec.Delay, dec.Source)
 		return
 	}
-	ok, nextFree := c.take(a, b, false)
-	switch {
-	case ok:
+	v := g.ask(c, a, askOpts{})
+	switch v.kind {
+	case goNow:
 		failed.Budget = c.usage(a)
 		c.emit(failed)
 		c.armRetry(a, att, next, dec.Delay, dec.Source)
-	case b.cfg.OnExhausted == "fail" || nextFree.IsZero():
-		// A budget that never frees (max_retries 0) cannot be waited for.
+	case never:
 		c.emit(failed)
-		c.failBudget(a, b)
+		c.fail(a, v.reason, v.err)
 	default:
 		c.emit(failed)
-		fireAt := nextFree
-		wait := max(fireAt.Sub(c.now), dec.Delay)
-		att.Wait, att.HasWait, att.WaitSource = wait, true, "budget"
+		att.Wait, att.HasWait, att.WaitSource = max(v.at.Sub(c.now), dec.Delay), true, event.SourceBudget
 		r.LastDelay = dec.Delay
-		r.Status = record.StatusWaiting
-		r.Timer = &record.Timer{Kind: record.TimerBudget, FireAt: fireAt, Attempt: next, Set: c.now, Delay: dec.Delay, Source: "budget"}
-		c.markAct(a)
-		c.armTimer(a)
-		c.emitBudgetWait(a)
+		c.await(a, g, v, next, dec.Delay)
 	}
 }
 

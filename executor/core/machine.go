@@ -10,7 +10,6 @@ import (
 
 	"github.com/wf-engine/wf/config"
 	"github.com/wf-engine/wf/executor/event"
-	"github.com/wf-engine/wf/retry"
 	"github.com/wf-engine/wf/statefile/record"
 )
 
@@ -22,11 +21,14 @@ const (
 	phaseBlocked phase = iota // waiting for upstream activities
 	phaseQueued               // may start, waiting for a free slot
 	phaseRunning              // an exec/http attempt is in flight
-	phaseTimer                // a retry, budget or sleep timer is armed
+	phaseTimer                // a retry, budget, circuit or sleep timer is armed
 	phaseDone                 // terminal, or not part of this run
 	// phaseHeld: an attempt a previous run left running still has live
 	// processes; nothing of the activity (or downstream) runs this time.
 	phaseHeld
+	// phaseGate: waiting for a gate to change (a breaker's trial call to
+	// end), on the gate's list rather than the timer heap.
+	phaseGate
 )
 
 type inst struct {
@@ -59,15 +61,15 @@ type act struct {
 	// its maximum_attempts is the limit the next attempts are counted
 	// against, so a 429 rule allowing 10 shows "attempt k/10".
 	rule int
-}
-
-type budgetState struct {
-	cfg   retry.Budget
-	rec   *record.Budget
-	dirty bool
-	high  bool // budget_high was emitted and usage has not fallen below 80 % since
-	// used is what the gate last said the window holds (with a gate).
-	used int
+	// starts are the gates every attempt must pass before it starts (its
+	// circuit breakers); tickets the passes of the attempt in flight,
+	// held while admitted.
+	starts   []gateUse
+	tickets  []int
+	admitted bool
+	// beatShown and detailsSaved rate-limit heartbeat events and the
+	// commits of heartbeat details (heartbeat.go).
+	beatShown, detailsSaved time.Time
 }
 
 // Core is the executor's deterministic state machine. It is not safe for
@@ -81,6 +83,12 @@ type Core struct {
 	budgets map[string]*budgetState
 	// budgetOrder keeps budget persistence in a stable order.
 	budgetOrder []string
+	budgetGates map[string]*budgetGate
+	// breakers by name, and in name order.
+	breakers    map[string]*breakerGate
+	breakerList []*breakerGate
+	// parked holds, per gate, the activities waiting for it to change.
+	parked map[gate][]*act
 
 	timers  timerHeap
 	queue   readyQueue
@@ -110,8 +118,11 @@ func New(opts Options) *Core {
 		opts:     opts,
 		resolve:  opts.Resolve,
 		byAddr:   map[string]*inst{},
-		budgets:  map[string]*budgetState{},
-		dirtyAtt: map[*record.Attempt]bool{},
+		budgets:     map[string]*budgetState{},
+		budgetGates: map[string]*budgetGate{},
+		breakers:    map[string]*breakerGate{},
+		parked:      map[gate][]*act{},
+		dirtyAtt:    map[*record.Attempt]bool{},
 	}
 	if c.resolve == nil {
 		c.resolve = func(a *config.Activity, up map[string]cty.Value) (*config.Resolved, hcl.Diagnostics) {
@@ -125,6 +136,18 @@ func New(opts Options) *Core {
 		}
 		c.budgets[name] = st
 		c.budgetOrder = append(c.budgetOrder, name)
+	}
+	for _, name := range c.budgetOrder {
+		c.budgetGates[name] = c.newBudgetGate(name)
+	}
+	for _, name := range sortedKeys(opts.Breakers) {
+		cfg := opts.Breakers[name]
+		if cfg.Name == "" {
+			cfg.Name = name
+		}
+		g := newBreakerGate(cfg, opts.BreakerState[name])
+		c.breakers[name] = g
+		c.breakerList = append(c.breakerList, g)
 	}
 	for _, spec := range opts.Instances {
 		if spec.Workflow == nil {
@@ -152,6 +175,7 @@ func New(opts Options) *Core {
 					break
 				}
 			}
+			c.gatesOf(a)
 			byName[ac.Name] = a
 			in.acts = append(in.acts, a)
 			c.all = append(c.all, a)
@@ -310,8 +334,8 @@ func (c *Core) FireNow(now time.Time, instance, activity string) Ready {
 		heap.Remove(&c.timers, a.heapIdx)
 		if t.Kind == record.TimerBudget {
 			// The operator overrides the budget, but the retry still uses it.
-			if b := c.budgets[a.budget]; b != nil {
-				c.take(a, b, true)
+			if g := c.budgetGateOf(a.budget); g != nil {
+				g.ask(c, a, askOpts{force: true})
 			}
 		}
 		t.Kind = record.TimerRetry
@@ -353,10 +377,17 @@ func (c *Core) step(now time.Time, f func()) Ready {
 	// for a wake-up round trip through the shell.
 	c.fireDue()
 	c.pump()
+	c.unstick()
 	c.checkDone()
 	c.flush()
-	if !c.stopped && c.timers.Len() > 0 {
-		c.out.Wake = c.timers[0].rec.Timer.FireAt
+	if !c.stopped && !c.finished {
+		if c.timers.Len() > 0 {
+			c.out.Wake = c.timers[0].rec.Timer.FireAt
+		}
+		// The end of a break is told to the views on time.
+		if at := c.nextBreakerWake(); !at.IsZero() && (c.out.Wake.IsZero() || at.Before(c.out.Wake)) {
+			c.out.Wake = at
+		}
 	}
 	out := c.out
 	c.out = Ready{}
@@ -388,6 +419,12 @@ func (c *Core) flush() {
 		if b.dirty {
 			ms = append(ms, record.Mutation{Budget: &record.Budget{Name: name, Stamps: append([]time.Time(nil), b.rec.Stamps...)}})
 			b.dirty = false
+		}
+	}
+	for _, g := range c.breakerList {
+		if g.dirty {
+			ms = append(ms, record.Mutation{Breaker: g.record()})
+			g.dirty = false
 		}
 	}
 	c.instDirty, c.dirtyActs, c.dirtyAtts = nil, nil, nil

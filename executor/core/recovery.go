@@ -38,6 +38,16 @@ func (c *Core) initInstance(in *inst) {
 		}
 		plan.Activities = append(plan.Activities, info)
 	}
+	// The breakers its activities are behind, so that the views show
+	// them from the start.
+	for _, g := range c.breakerList {
+		for _, a := range in.acts {
+			if slices.ContainsFunc(a.starts, func(u gateUse) bool { return u.g == gate(g) }) {
+				plan.Circuits = append(plan.Circuits, *g.info(c, 0, 0))
+				break
+			}
+		}
+	}
 	c.emit(plan)
 
 	for _, a := range in.acts {

@@ -48,7 +48,9 @@ func (c *Core) enqueue(a *act, number int, firedBy string) {
 func (c *Core) pump() {
 	for !c.stopped && c.queue.Len() > 0 && (c.opts.Parallelism <= 0 || c.running < c.opts.Parallelism) {
 		a := heap.Pop(&c.queue).(*act)
-		c.startAttempt(a)
+		if c.admit(a) {
+			c.startAttempt(a)
+		}
 	}
 }
 
@@ -57,6 +59,7 @@ func (c *Core) startAttempt(a *act) {
 	for _, u := range a.up {
 		v, err := config.OutputsValue(u.rec.Outputs)
 		if err != nil {
+			c.release(a, nil)
 			c.failConfig(a, fmt.Sprintf("outputs of activity.%s: %v", u.cfg.Name, err))
 			return
 		}
@@ -68,6 +71,7 @@ func (c *Core) startAttempt(a *act) {
 		if diags.HasErrors() {
 			msg = diagText(diags)
 		}
+		c.release(a, nil)
 		c.failConfig(a, msg)
 		return
 	}
@@ -136,6 +140,10 @@ func (c *Core) startAttempt(a *act) {
 		IdempotencyKey: r.IdempotencyKey,
 		Spec:           res,
 		Timeout:        a.cfg.Timeout,
+		// Heartbeats are an exec attempt's; the details are its
+		// predecessors' progress.
+		HeartbeatTimeout: a.cfg.HeartbeatTimeout,
+		HeartbeatDetails: r.HeartbeatDetails,
 	})
 }
 

@@ -20,6 +20,7 @@ func (c *Core) fireDue() {
 	if c.stopped {
 		return
 	}
+	c.tickBreakers()
 	for c.timers.Len() > 0 && !c.timers[0].rec.Timer.FireAt.After(c.now) {
 		a := heap.Pop(&c.timers).(*act)
 		c.fire(a)
@@ -42,18 +43,16 @@ func (c *Core) fire(a *act) {
 		}
 		c.succeed(a, json.RawMessage(`{}`), c.now)
 	case record.TimerBudget:
-		b := c.budgets[a.budget]
-		if b != nil {
-			ok, nextFree := c.take(a, b, false)
-			if !ok && nextFree.IsZero() {
-				c.failBudget(a, b)
+		if g := c.budgetGateOf(a.budget); g != nil {
+			switch v := g.ask(c, a, askOpts{}); v.kind {
+			case never:
+				c.fail(a, v.reason, v.err)
 				return
-			}
-			if !ok {
-				t.FireAt = nextFree
+			case waitUntil:
+				t.FireAt = v.at
 				c.markAct(a)
 				c.armTimer(a)
-				c.emitBudgetWait(a)
+				c.emit(g.waitEvent(c, a, v))
 				return
 			}
 		}

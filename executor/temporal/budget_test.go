@@ -1,6 +1,7 @@
 package temporal
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
@@ -65,7 +66,7 @@ func TestBudgetWorkflow(t *testing.T) {
 		t.Fatalf("budget workflow: %v", err)
 	}
 	for i, st := range steps {
-		if !got[i].set || got[i].err != nil || got[i].res != st.want {
+		if !got[i].set || got[i].err != nil || !reflect.DeepEqual(got[i].res, st.want) {
 			t.Errorf("take %d at +%s = %+v (err %v), want %+v", i+1, st.at, got[i].res, got[i].err, st.want)
 		}
 	}

@@ -172,15 +172,7 @@ type memBudgets struct {
 
 func (m *memBudgets) take(_ context.Context, req TakeRequest) (TakeResult, error) {
 	m.takes++
-	b := req.Budget
-	st := b.Prune(m.stamps[b.Name], req.Now)
-	ok, next := b.Allow(st, req.Now)
-	if ok || req.Force {
-		m.stamps[b.Name] = append(st, req.Now)
-		return TakeResult{OK: true, Used: len(st) + 1}, nil
-	}
-	m.stamps[b.Name] = st
-	return TakeResult{NextFree: next, Used: len(st)}, nil
+	return takeChain(m.stamps, req, req.Now), nil
 }
 
 type temporalRun struct {

@@ -115,9 +115,9 @@ type Core struct {
 // Nothing happens until Start.
 func New(opts Options) *Core {
 	c := &Core{
-		opts:     opts,
-		resolve:  opts.Resolve,
-		byAddr:   map[string]*inst{},
+		opts:        opts,
+		resolve:     opts.Resolve,
+		byAddr:      map[string]*inst{},
 		budgets:     map[string]*budgetState{},
 		budgetGates: map[string]*budgetGate{},
 		breakers:    map[string]*breakerGate{},

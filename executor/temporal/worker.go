@@ -45,16 +45,18 @@ func (a *Attempts) Run(ctx context.Context, in AttemptInput) (AttemptResult, err
 	}
 	stop := heartbeat(ctx, info.HeartbeatTimeout)
 	res := a.Runner.Run(ctx, activity.Request{
-		Workflow:       in.Workflow,
-		Instance:       in.Instance,
-		Activity:       in.Activity,
-		Attempt:        in.Number,
-		IdempotencyKey: in.IdempotencyKey,
-		Spec:           spec,
-		Timeout:        in.Timeout,
+		Workflow:         in.Workflow,
+		Instance:         in.Instance,
+		Activity:         in.Activity,
+		Attempt:          in.Number,
+		IdempotencyKey:   in.IdempotencyKey,
+		Spec:             spec,
+		Timeout:          in.Timeout,
+		HeartbeatTimeout: in.HeartbeatTimeout,
+		HeartbeatDetails: in.HeartbeatDetails,
 	})
 	stop()
-	out := AttemptResult{Start: res.Start, End: res.End, Outputs: res.Outputs, Failure: res.Failure, Worker: a.Identity}
+	out := AttemptResult{Start: res.Start, End: res.End, Outputs: res.Outputs, Failure: res.Failure, Worker: a.Identity, HeartbeatDetails: res.HeartbeatDetails}
 	// A runner that reports interrupted after this attempt's context was
 	// cancelled (the worker shutting down, the server cancelling a lost
 	// attempt) was cut short by the engine, not by the activity.

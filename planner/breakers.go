@@ -50,7 +50,10 @@ func breakerStates(cfg *config.Config, st StateReader, now time.Time) (map[strin
 		c := retry.Circuit{State: retry.CircuitClosed}
 		if r := recs[name]; r != nil {
 			c = retry.Circuit{State: retry.CircuitState(r.State), Since: r.Since, HalfOpenAt: r.HalfOpenAt,
-				Successes: r.Successes, Failures: r.Failures, TrialSuccesses: r.TrialSuccesses, Epoch: r.Epoch}
+				TrialSuccesses: r.TrialSuccesses, Epoch: r.Epoch}
+			for _, b := range r.Window {
+				c.Buckets = append(c.Buckets, retry.Bucket{Start: b.Start, Successes: b.Successes, Failures: b.Failures})
+			}
 		}
 		c, _ = b.At(c, now)
 		bp := BreakerPlan{Name: name, State: string(c.State)}

@@ -65,7 +65,8 @@ func TestPlanShowsBreakers(t *testing.T) {
 	st := breakerState{breakers: map[string]*record.Breaker{
 		"payment_api": {Name: "payment_api", State: "open", Since: planNow.Add(-18 * time.Second), HalfOpenAt: planNow.Add(12 * time.Second), Epoch: 1},
 		"ledger":      {Name: "ledger", State: "open", Since: planNow.Add(-time.Minute), HalfOpenAt: planNow.Add(-30 * time.Second), Epoch: 1},
-		"mail":        {Name: "mail", State: "closed", Failures: []time.Time{planNow.Add(-time.Second)}, Successes: []time.Time{planNow.Add(-2 * time.Second), planNow.Add(-time.Minute)}},
+		"mail": {Name: "mail", State: "closed", Window: []record.BreakerBucket{
+			{Start: planNow.Add(-time.Minute), Successes: 1}, {Start: planNow.Add(-2 * time.Second), Successes: 1}, {Start: planNow.Add(-time.Second), Failures: 1}}},
 	}}
 	p, diags := Build(cfg, st, Options{Now: planNow})
 	if diags.HasErrors() {

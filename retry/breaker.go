@@ -8,6 +8,12 @@ import "time"
 // BreakDuration, lets HalfOpenCalls trial calls through (half-open), and
 // closes once all of them succeeded, or opens again at the first that
 // failed.
+//
+// The window is kept as WindowBuckets counts of Window/WindowBuckets each
+// (aligned to the zero time, so every engine buckets alike), as
+// resilience4j and Polly do: its size, and so the cost of keeping it
+// durable, does not grow with the call rate. An outcome counts for at
+// most Window and at least Window minus one bucket.
 type Breaker struct {
 	Name          string
 	FailureRatio  float64
@@ -39,9 +45,9 @@ type Circuit struct {
 	Since time.Time
 	// HalfOpenAt is when an open circuit lets trial calls through.
 	HalfOpenAt time.Time
-	// Successes and Failures are the times of the outcomes in the window
-	// while closed, oldest first.
-	Successes, Failures []time.Time
+	// Buckets count the outcomes in the window while closed, oldest
+	// first.
+	Buckets []Bucket
 	// TrialSuccesses counts the trial calls that succeeded (half-open).
 	TrialSuccesses int
 	// Epoch increases with every change of State. A call is let through
@@ -49,6 +55,17 @@ type Circuit struct {
 	// that started before the circuit opened cannot count as a trial.
 	Epoch int
 }
+
+// Bucket counts the outcomes of one slice of a breaker's window: the
+// outcomes at or after Start and before the next bucket's start.
+type Bucket struct {
+	Start     time.Time
+	Successes int
+	Failures  int
+}
+
+// WindowBuckets is how many buckets a window is kept in.
+const WindowBuckets = 20
 
 // Outcome is how a call let through by a breaker ended, as it sees it.
 type Outcome int
@@ -131,15 +148,24 @@ func (b Breaker) Record(c Circuit, epoch int, o Outcome, now time.Time) Circuit 
 	case CircuitOpen:
 		return c
 	}
-	c.Successes = b.prune(c.Successes, now)
-	c.Failures = b.prune(c.Failures, now)
+	// A new slice: a copy of the circuit made earlier keeps its own.
+	live := b.live(c.Buckets, now)
+	bs := make([]Bucket, len(live), len(live)+1)
+	copy(bs, live)
+	start := now.Truncate(b.bucketWidth())
+	if n := len(bs); n == 0 || bs[n-1].Start.Before(start) {
+		bs = append(bs, Bucket{Start: start})
+	}
+	last := &bs[len(bs)-1]
 	if o == OutcomeSuccess {
-		c.Successes = append(c.Successes, now)
+		last.Successes++
+		c.Buckets = bs
 		return c
 	}
-	c.Failures = append(c.Failures, now)
-	if calls := len(c.Successes) + len(c.Failures); calls >= max(b.MinimumCalls, 1) &&
-		float64(len(c.Failures)) >= b.FailureRatio*float64(calls) {
+	last.Failures++
+	c.Buckets = bs
+	if calls, failures := b.Calls(c, now); calls >= max(b.MinimumCalls, 1) &&
+		float64(failures) >= b.FailureRatio*float64(calls) {
 		return b.open(c, now)
 	}
 	return c
@@ -152,34 +178,24 @@ func (b Breaker) open(c Circuit, now time.Time) Circuit {
 // Calls returns the outcomes in the window ending at now: how many calls,
 // and how many of them failed.
 func (b Breaker) Calls(c Circuit, now time.Time) (calls, failures int) {
-	f := b.count(c.Failures, now)
-	return b.count(c.Successes, now) + f, f
-}
-
-func (b Breaker) inWindow(t, now time.Time) bool {
-	return t.After(now.Add(-b.Window)) && !t.After(now)
-}
-
-func (b Breaker) count(ts []time.Time, now time.Time) int {
-	n := 0
-	for _, t := range ts {
-		if b.inWindow(t, now) {
-			n++
-		}
+	for _, bk := range b.live(c.Buckets, now) {
+		calls += bk.Successes + bk.Failures
+		failures += bk.Failures
 	}
-	return n
+	return calls, failures
 }
 
-// prune returns ts without the outcomes that left the window. Outcomes
-// are recorded oldest first, so those are at the front; a pruned window is
-// a new slice, so a copy of the circuit made earlier keeps its own.
-func (b Breaker) prune(ts []time.Time, now time.Time) []time.Time {
+func (b Breaker) bucketWidth() time.Duration {
+	return max(b.Window/WindowBuckets, 1)
+}
+
+// live is the tail of buckets still in the window ending at now: those
+// that started after now-Window. Buckets are oldest first.
+func (b Breaker) live(bs []Bucket, now time.Time) []Bucket {
+	from := now.Add(-b.Window)
 	i := 0
-	for i < len(ts) && !b.inWindow(ts[i], now) && !ts[i].After(now) {
+	for i < len(bs) && !bs[i].Start.After(from) {
 		i++
 	}
-	if i == 0 {
-		return ts
-	}
-	return append(ts[:0:0], ts[i:]...)
+	return bs[i:]
 }

@@ -50,7 +50,7 @@ func TestBreakerOpensAfterMinimumCalls(t *testing.T) {
 	if c.State != CircuitOpen || !c.HalfOpenAt.Equal(sec(33)) || c.Epoch != 1 || c.Since != sec(3) {
 		t.Fatalf("after the 4th failure: %+v, want open until +33s in epoch 1", c)
 	}
-	if len(c.Failures) != 0 || len(c.Successes) != 0 {
+	if len(c.Buckets) != 0 {
 		t.Fatalf("an open circuit keeps its window: %+v", c)
 	}
 }
@@ -88,8 +88,8 @@ func TestBreakerWindowSlides(t *testing.T) {
 	if c.State != CircuitClosed {
 		t.Fatalf("old failures still counted: %+v", c)
 	}
-	if len(c.Failures) != 2 {
-		t.Fatalf("window not pruned: %v", c.Failures)
+	if calls, failures := b.Calls(c, sec(11)); calls != 2 || failures != 2 || len(c.Buckets) != 2 {
+		t.Fatalf("window not pruned: %d calls, %d failures in %+v", calls, failures, c.Buckets)
 	}
 	if calls, _ := b.Calls(c, sec(30)); calls != 0 {
 		t.Fatalf("calls at +30s = %d", calls)
@@ -128,7 +128,7 @@ func TestBreakerHalfOpen(t *testing.T) {
 		t.Fatal("a slot beyond half_open_calls was given (one succeeded, one in flight)")
 	}
 	closed := b.Record(c, 2, OutcomeSuccess, sec(33))
-	if closed.State != CircuitClosed || closed.Epoch != 3 || len(closed.Failures) != 0 {
+	if closed.State != CircuitClosed || closed.Epoch != 3 || len(closed.Buckets) != 0 {
 		t.Fatalf("after both trials: %+v, want closed", closed)
 	}
 	reopened := b.Record(c, 2, OutcomeFailure, sec(33))
@@ -181,5 +181,42 @@ func TestAllowChain(t *testing.T) {
 				t.Errorf("AllowChain = %+v, want %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestBreakerBuckets: the window is kept in WindowBuckets buckets whatever
+// the call rate; an outcome counts for at most the window and at least
+// the window minus one bucket (500ms here).
+func TestBreakerBuckets(t *testing.T) {
+	b := testBreaker()
+	b.MinimumCalls = 1 << 20 // never opens
+	c := Circuit{State: CircuitClosed}
+	for i := range 10000 {
+		c = b.Record(c, 0, OutcomeSuccess, sec(float64(i)*0.005)) // 50s of calls
+	}
+	if len(c.Buckets) > WindowBuckets+1 {
+		t.Fatalf("%d buckets for 10,000 calls", len(c.Buckets))
+	}
+	c = Circuit{State: CircuitClosed}
+	c = b.Record(c, 0, OutcomeFailure, sec(0.2)) // bucket [0, 0.5)
+	for _, tc := range []struct {
+		at   float64
+		want int
+	}{{0.2, 1}, {9.5, 1}, {9.99, 1}, {10, 0}, {10.2, 0}} {
+		if _, f := b.Calls(c, sec(tc.at)); f != tc.want {
+			t.Errorf("a failure at +0.2s counts %d at +%gs, want %d", f, tc.at, tc.want)
+		}
+	}
+}
+
+// TestBreakerRecordCopies: Record never writes into the circuit it was
+// given (the core keeps the previous one to describe a transition).
+func TestBreakerRecordCopies(t *testing.T) {
+	b := testBreaker()
+	c := b.Record(Circuit{State: CircuitClosed}, 0, OutcomeFailure, sec(1))
+	before := c.Buckets[0]
+	_ = b.Record(c, 0, OutcomeFailure, sec(1.1))
+	if c.Buckets[0] != before {
+		t.Fatalf("Record changed its input: %+v, was %+v", c.Buckets[0], before)
 	}
 }

@@ -30,8 +30,7 @@ func newBreakerGate(cfg retry.Breaker, rec *record.Breaker) *breakerGate {
 			State:          retry.CircuitState(rec.State),
 			Since:          rec.Since,
 			HalfOpenAt:     rec.HalfOpenAt,
-			Successes:      append([]time.Time(nil), rec.Successes...),
-			Failures:       append([]time.Time(nil), rec.Failures...),
+			Buckets:        bucketsFromRecord(rec.Window),
 			TrialSuccesses: rec.TrialSuccesses,
 			Epoch:          rec.Epoch,
 		}
@@ -109,8 +108,7 @@ func (g *breakerGate) done(c *Core, _ *act, ticket int, end attemptEnd) {
 		}
 		return
 	}
-	prev := g.c
-	calls, failures := g.cfg.Calls(prev, c.now)
+	prev := g.c // Record never writes into it
 	g.c = g.cfg.Record(g.c, ticket, o, c.now)
 	g.dirty = true
 	if g.c.State == prev.State {
@@ -118,11 +116,11 @@ func (g *breakerGate) done(c *Core, _ *act, ticket int, end attemptEnd) {
 	}
 	switch g.c.State {
 	case retry.CircuitOpen:
+		calls, failures := 1, 1 // the trial that failed
 		if prev.State == retry.CircuitClosed {
-			calls++ // the failure that opened it
+			calls, failures = g.cfg.Calls(prev, c.now)
+			calls++ // and the failure that opened it
 			failures++
-		} else {
-			calls, failures = 1, 1 // the trial that failed
 		}
 		c.emit(g.event(c, event.CircuitOpened, calls, failures))
 	case retry.CircuitClosed:
@@ -180,8 +178,7 @@ func (g *breakerGate) record() *record.Breaker {
 		State:          string(g.c.State),
 		Since:          g.c.Since,
 		HalfOpenAt:     g.c.HalfOpenAt,
-		Successes:      append([]time.Time(nil), g.c.Successes...),
-		Failures:       append([]time.Time(nil), g.c.Failures...),
+		Window:         bucketsToRecord(g.c.Buckets),
 		TrialSuccesses: g.c.TrialSuccesses,
 		Epoch:          g.c.Epoch,
 	}
@@ -211,4 +208,26 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
+}
+
+func bucketsFromRecord(in []record.BreakerBucket) []retry.Bucket {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]retry.Bucket, len(in))
+	for i, b := range in {
+		out[i] = retry.Bucket{Start: b.Start, Successes: b.Successes, Failures: b.Failures}
+	}
+	return out
+}
+
+func bucketsToRecord(in []retry.Bucket) []record.BreakerBucket {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]record.BreakerBucket, len(in))
+	for i, b := range in {
+		out[i] = record.BreakerBucket{Start: b.Start, Successes: b.Successes, Failures: b.Failures}
+	}
+	return out
 }

@@ -282,5 +282,10 @@ func validateBreaker(r *Breaker) error {
 	case r.State == "open" && r.HalfOpenAt.IsZero():
 		return fmt.Errorf("breaker %s: open without a half-open time", r.Name)
 	}
+	for _, b := range r.Window {
+		if b.Successes < 0 || b.Failures < 0 {
+			return fmt.Errorf("breaker %s: negative count in its window", r.Name)
+		}
+	}
 	return nil
 }

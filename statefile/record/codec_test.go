@@ -56,7 +56,7 @@ func TestRoundTrip(t *testing.T) {
 		{"activity waiting for its breaker", &Activity{Workflow: "w", Instance: "k", Name: "n", Generation: 1, Status: StatusWaiting, Attempts: 2,
 			Timer: &Timer{Kind: TimerCircuit, FireAt: t0, Attempt: 3, Set: t0, Source: "circuit"}, HeartbeatDetails: "row 4200 of 10000"},
 			func(b []byte) (any, error) { return DecodeActivity(b) }},
-		{"breaker closed", &Breaker{Name: "payment_api", State: "closed", Since: t0, Successes: []time.Time{t0}, Failures: []time.Time{t0.Add(time.Second)}, Epoch: 2},
+		{"breaker closed", &Breaker{Name: "payment_api", State: "closed", Since: t0, Window: []BreakerBucket{{Start: t0, Successes: 3}, {Start: t0.Add(time.Second), Successes: 1, Failures: 2}}, Epoch: 2},
 			func(b []byte) (any, error) { return DecodeBreaker(b) }},
 		{"breaker open", &Breaker{Name: "payment_api", State: "open", Since: t0, HalfOpenAt: t0.Add(30 * time.Second), Epoch: 3},
 			func(b []byte) (any, error) { return DecodeBreaker(b) }},
@@ -150,6 +150,7 @@ func TestEncodeInvalid(t *testing.T) {
 		{"breaker unknown state", Breaker{Name: "b", State: "ajar"}, `unknown state "ajar"`},
 		{"breaker open without its end", &Breaker{Name: "b", State: "open"}, "open without a half-open time"},
 		{"breaker negative epoch", &Breaker{Name: "b", State: "closed", Epoch: -1}, "negative count"},
+		{"breaker negative window count", &Breaker{Name: "b", State: "closed", Window: []BreakerBucket{{Start: t0, Failures: -1}}}, "negative count in its window"},
 		{"activity bad outputs", &Activity{Workflow: "w", Instance: "k", Name: "n", Status: StatusPending, Outputs: json.RawMessage("{")}, "encode"},
 	}
 	for _, tt := range tests {

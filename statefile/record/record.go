@@ -156,13 +156,20 @@ type Breaker struct {
 	Since time.Time `json:"since,omitzero"`
 	// HalfOpenAt is when an open breaker lets trial calls through.
 	HalfOpenAt time.Time `json:"half_open_at,omitzero"`
-	// Successes and Failures are the outcomes in the window (closed),
+	// Window counts the outcomes in the window (closed) in buckets,
 	// oldest first.
-	Successes      []time.Time `json:"successes,omitempty"`
-	Failures       []time.Time `json:"failures,omitempty"`
-	TrialSuccesses int         `json:"trial_successes,omitempty"`
+	Window         []BreakerBucket `json:"window,omitempty"`
+	TrialSuccesses int             `json:"trial_successes,omitempty"`
 	// Epoch counts the breaker's changes of state.
 	Epoch int `json:"epoch,omitempty"`
+}
+
+// BreakerBucket counts the outcomes of one slice of a breaker's window,
+// from Start to the next bucket's start.
+type BreakerBucket struct {
+	Start     time.Time `json:"start"`
+	Successes int       `json:"successes,omitempty"`
+	Failures  int       `json:"failures,omitempty"`
 }
 
 // Spawn identifies the process group an exec attempt runs in. The shell

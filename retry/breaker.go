@@ -54,6 +54,9 @@ type Circuit struct {
 	// in an epoch; its outcome counts only in that epoch, so an attempt
 	// that started before the circuit opened cannot count as a trial.
 	Epoch int
+	// OpenedBy is the window that opened a circuit (closed to open):
+	// its calls and failures, for the views. Not part of the state.
+	OpenedBy struct{ Calls, Failures int }
 }
 
 // Bucket counts the outcomes of one slice of a breaker's window: the
@@ -86,7 +89,7 @@ const typeInterrupted = "interrupted"
 
 // Classify says how the breaker counts an attempt that failed with an
 // error of type typ.
-func (b Breaker) Classify(typ string) Outcome {
+func (b *Breaker) Classify(typ string) Outcome {
 	switch {
 	case typ == typeInterrupted:
 		return OutcomeIgnored
@@ -96,9 +99,14 @@ func (b Breaker) Classify(typ string) Outcome {
 	return OutcomeSuccess
 }
 
+// Due reports whether At would change the circuit at now.
+func (b *Breaker) Due(c *Circuit, now time.Time) bool {
+	return c.State == CircuitOpen && !now.Before(c.HalfOpenAt)
+}
+
 // At returns the circuit as it is at now: an open circuit whose break is
 // over is half-open. changed reports that transition.
-func (b Breaker) At(c Circuit, now time.Time) (out Circuit, changed bool) {
+func (b *Breaker) At(c Circuit, now time.Time) (out Circuit, changed bool) {
 	if c.State == CircuitOpen && !now.Before(c.HalfOpenAt) {
 		return Circuit{State: CircuitHalfOpen, Since: c.HalfOpenAt, Epoch: c.Epoch + 1}, true
 	}
@@ -112,7 +120,7 @@ func (b Breaker) At(c Circuit, now time.Time) (out Circuit, changed bool) {
 // calls in flight (half-open). When it may not, wait is when to ask again:
 // the end of the break (open), or zero when a trial call must end first
 // (half-open, every trial slot taken). c must be At(now).
-func (b Breaker) Permit(c Circuit, now time.Time, trialsInFlight int) (ok bool, wait time.Time) {
+func (b *Breaker) Permit(c Circuit, now time.Time, trialsInFlight int) (ok bool, wait time.Time) {
 	switch c.State {
 	case CircuitOpen:
 		return false, c.HalfOpenAt
@@ -126,12 +134,13 @@ func (b Breaker) Permit(c Circuit, now time.Time, trialsInFlight int) (ok bool, 
 }
 
 // Record counts the outcome, at now, of a call let through in epoch and
-// returns the circuit after it (c must be At(now)). An outcome from
-// another epoch changes nothing. Closed: the outcome joins the window, and
+// returns the circuit after it (c must be At(now)). It may write into c's
+// buckets (a call costs no allocation once the window is warm): keep no
+// other reference to them. An outcome from another epoch changes nothing. Closed: the outcome joins the window, and
 // a failure that brings the window to MinimumCalls calls of which at least
 // FailureRatio failed opens the circuit. Half-open: a failure opens it
 // again, and the HalfOpenCalls-th success closes it with an empty window.
-func (b Breaker) Record(c Circuit, epoch int, o Outcome, now time.Time) Circuit {
+func (b *Breaker) Record(c Circuit, epoch int, o Outcome, now time.Time) Circuit {
 	if epoch != c.Epoch || o == OutcomeIgnored {
 		return c
 	}
@@ -148,13 +157,13 @@ func (b Breaker) Record(c Circuit, epoch int, o Outcome, now time.Time) Circuit 
 	case CircuitOpen:
 		return c
 	}
-	// A new slice: a copy of the circuit made earlier keeps its own.
-	live := b.live(c.Buckets, now)
-	bs := make([]Bucket, len(live), len(live)+1)
-	copy(bs, live)
-	start := now.Truncate(b.bucketWidth())
-	if n := len(bs); n == 0 || bs[n-1].Start.Before(start) {
-		bs = append(bs, Bucket{Start: start})
+	// Drop the buckets that left the window, keeping the array.
+	bs := c.Buckets
+	if live := b.live(bs, now); len(live) < len(bs) {
+		bs = bs[:copy(bs, live)]
+	}
+	if n := len(bs); n == 0 || !now.Before(bs[n-1].Start.Add(b.bucketWidth())) {
+		bs = append(bs, Bucket{Start: b.bucketStart(now)})
 	}
 	last := &bs[len(bs)-1]
 	if o == OutcomeSuccess {
@@ -166,18 +175,20 @@ func (b Breaker) Record(c Circuit, epoch int, o Outcome, now time.Time) Circuit 
 	c.Buckets = bs
 	if calls, failures := b.Calls(c, now); calls >= max(b.MinimumCalls, 1) &&
 		float64(failures) >= b.FailureRatio*float64(calls) {
-		return b.open(c, now)
+		o := b.open(c, now)
+		o.OpenedBy.Calls, o.OpenedBy.Failures = calls, failures
+		return o
 	}
 	return c
 }
 
-func (b Breaker) open(c Circuit, now time.Time) Circuit {
+func (b *Breaker) open(c Circuit, now time.Time) Circuit {
 	return Circuit{State: CircuitOpen, Since: now, HalfOpenAt: now.Add(b.BreakDuration), Epoch: c.Epoch + 1}
 }
 
 // Calls returns the outcomes in the window ending at now: how many calls,
 // and how many of them failed.
-func (b Breaker) Calls(c Circuit, now time.Time) (calls, failures int) {
+func (b *Breaker) Calls(c Circuit, now time.Time) (calls, failures int) {
 	for _, bk := range b.live(c.Buckets, now) {
 		calls += bk.Successes + bk.Failures
 		failures += bk.Failures
@@ -185,13 +196,24 @@ func (b Breaker) Calls(c Circuit, now time.Time) (calls, failures int) {
 	return calls, failures
 }
 
-func (b Breaker) bucketWidth() time.Duration {
+func (b *Breaker) bucketWidth() time.Duration {
 	return max(b.Window/WindowBuckets, 1)
+}
+
+// bucketStart is the start of the bucket now falls in, buckets being
+// aligned to the Unix epoch.
+func (b *Breaker) bucketStart(now time.Time) time.Time {
+	ns, w := now.UnixNano(), int64(b.bucketWidth())
+	r := ns % w
+	if r < 0 {
+		r += w
+	}
+	return time.Unix(0, ns-r).UTC()
 }
 
 // live is the tail of buckets still in the window ending at now: those
 // that started after now-Window. Buckets are oldest first.
-func (b Breaker) live(bs []Bucket, now time.Time) []Bucket {
+func (b *Breaker) live(bs []Bucket, now time.Time) []Bucket {
 	from := now.Add(-b.Window)
 	i := 0
 	for i < len(bs) && !bs[i].Start.After(from) {

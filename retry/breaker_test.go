@@ -209,14 +209,22 @@ func TestBreakerBuckets(t *testing.T) {
 	}
 }
 
-// TestBreakerRecordCopies: Record never writes into the circuit it was
-// given (the core keeps the previous one to describe a transition).
-func TestBreakerRecordCopies(t *testing.T) {
+// TestBreakerRecordAllocates: once the window has its buckets, counting
+// an outcome allocates nothing.
+func TestBreakerRecordAllocates(t *testing.T) {
 	b := testBreaker()
-	c := b.Record(Circuit{State: CircuitClosed}, 0, OutcomeFailure, sec(1))
-	before := c.Buckets[0]
-	_ = b.Record(c, 0, OutcomeFailure, sec(1.1))
-	if c.Buckets[0] != before {
-		t.Fatalf("Record changed its input: %+v, was %+v", c.Buckets[0], before)
+	b.MinimumCalls = 1 << 20
+	c := Circuit{State: CircuitClosed}
+	now := sec(0)
+	for range 1000 { // warm: every bucket of the window exists
+		now = now.Add(13 * time.Millisecond)
+		c = b.Record(c, 0, OutcomeFailure, now)
+	}
+	allocs := testing.AllocsPerRun(1000, func() {
+		now = now.Add(13 * time.Millisecond)
+		c = b.Record(c, 0, OutcomeSuccess, now)
+	})
+	if allocs > 0 {
+		t.Errorf("Record allocates %.1f times per outcome", allocs)
 	}
 }

@@ -42,6 +42,9 @@ func (g *breakerGate) timerKind() record.TimerKind { return record.TimerCircuit 
 
 // advance moves an open breaker whose break is over to half-open.
 func (g *breakerGate) advance(c *Core) {
+	if !g.cfg.Due(&g.c, c.now) {
+		return
+	}
 	next, changed := g.cfg.At(g.c, c.now)
 	if !changed {
 		return
@@ -108,19 +111,17 @@ func (g *breakerGate) done(c *Core, _ *act, ticket int, end attemptEnd) {
 		}
 		return
 	}
-	prev := g.c // Record never writes into it
+	prev := g.c.State
 	g.c = g.cfg.Record(g.c, ticket, o, c.now)
 	g.dirty = true
-	if g.c.State == prev.State {
+	if g.c.State == prev {
 		return
 	}
 	switch g.c.State {
 	case retry.CircuitOpen:
-		calls, failures := 1, 1 // the trial that failed
-		if prev.State == retry.CircuitClosed {
-			calls, failures = g.cfg.Calls(prev, c.now)
-			calls++ // and the failure that opened it
-			failures++
+		calls, failures := 1, 1 // a trial that failed, or the window that opened it
+		if prev == retry.CircuitClosed {
+			calls, failures = g.c.OpenedBy.Calls, g.c.OpenedBy.Failures
 		}
 		c.emit(g.event(c, event.CircuitOpened, calls, failures))
 	case retry.CircuitClosed:
@@ -172,16 +173,34 @@ func (g *breakerGate) info(c *Core, calls, failures int) *event.CircuitInfo {
 	return in
 }
 
+// recordBuf holds a breaker record and, when it is short, its window in
+// one allocation: a closed breaker is committed with every step that has
+// an outcome of an attempt behind it.
+type recordBuf struct {
+	rec record.Breaker
+	win [4]record.BreakerBucket
+}
+
 func (g *breakerGate) record() *record.Breaker {
-	return &record.Breaker{
+	buf := &recordBuf{rec: record.Breaker{
 		Name:           g.cfg.Name,
 		State:          string(g.c.State),
 		Since:          g.c.Since,
 		HalfOpenAt:     g.c.HalfOpenAt,
-		Window:         bucketsToRecord(g.c.Buckets),
 		TrialSuccesses: g.c.TrialSuccesses,
 		Epoch:          g.c.Epoch,
+	}}
+	if n := len(g.c.Buckets); n > 0 {
+		win := buf.win[:0]
+		if n > len(buf.win) {
+			win = make([]record.BreakerBucket, 0, n)
+		}
+		for _, b := range g.c.Buckets {
+			win = append(win, record.BreakerBucket{Start: b.Start, Successes: b.Successes, Failures: b.Failures})
+		}
+		buf.rec.Window = win
 	}
+	return &buf.rec
 }
 
 // tickBreakers moves the breakers whose break is over to half-open, so
@@ -217,17 +236,6 @@ func bucketsFromRecord(in []record.BreakerBucket) []retry.Bucket {
 	out := make([]retry.Bucket, len(in))
 	for i, b := range in {
 		out[i] = retry.Bucket{Start: b.Start, Successes: b.Successes, Failures: b.Failures}
-	}
-	return out
-}
-
-func bucketsToRecord(in []retry.Bucket) []record.BreakerBucket {
-	if len(in) == 0 {
-		return nil
-	}
-	out := make([]record.BreakerBucket, len(in))
-	for i, b := range in {
-		out[i] = record.BreakerBucket{Start: b.Start, Successes: b.Successes, Failures: b.Failures}
 	}
 	return out
 }

@@ -396,7 +396,22 @@ func (c *Core) step(now time.Time, f func()) Ready {
 
 // flush turns everything marked dirty during the step into mutations.
 func (c *Core) flush() {
-	var ms []record.Mutation
+	n := len(c.instDirty) + len(c.dirtyAtts) + len(c.dirtyActs)
+	for _, g := range c.breakerList {
+		if g.dirty {
+			n++
+		}
+	}
+	for _, name := range c.budgetOrder {
+		if c.budgets[name].dirty {
+			n++
+		}
+	}
+	if n == 0 {
+		return
+	}
+	ms := make([]record.Mutation, 0, n+len(c.out.Persist))
+	ms = append(ms, c.out.Persist...)
 	for _, in := range c.instDirty {
 		r := *in.rec
 		ms = append(ms, record.Mutation{Instance: &r})
@@ -429,7 +444,7 @@ func (c *Core) flush() {
 	}
 	c.instDirty, c.dirtyActs, c.dirtyAtts = nil, nil, nil
 	clear(c.dirtyAtt)
-	c.out.Persist = append(c.out.Persist, ms...)
+	c.out.Persist = ms
 }
 
 func (c *Core) markAct(a *act) {

@@ -34,69 +34,78 @@ func stormCore(n int, breaker bool) *Core {
 // recovers. Reported: how many outcomes it took to open the breaker (its
 // minimum_calls is 10), how many attempts started while it was open (must
 // be 0), how many trial calls the outage cost, the attempts in all (1,000
-// first attempts, the trials, then 1,000 retries once it closed), and the
-// core's time per step.
+// first attempts, the trials, then 1,000 retries once it closed), the
+// attempts the same storm makes without the breaker (every activity
+// retrying each second through the outage), and the core's time per step.
 func BenchmarkRetryStormBreaker(b *testing.B) {
-	const n = 1000
-	outageEnd := t0.Add(20 * time.Second)
+	b.StopTimer()
+	_, _, _, without, _ := storm(stormCore(1000, false))
+	b.StartTimer()
 	var calls, whileOpen, trials, attempts, steps int
-	b.ResetTimer()
 	for range b.N {
-		c := stormCore(n, true)
-		now := t0
-		r := c.Start(now)
-		state := event.CircuitStateClosed
-		calls, whileOpen, trials, attempts, steps = 0, 0, 0, 0, 1
-		for !r.Done {
-			for _, e := range r.Events {
-				switch e.Type {
-				case event.CircuitOpened:
-					if state == event.CircuitStateClosed {
-						calls = e.Circuit.Calls
-					}
-					state = event.CircuitStateOpen
-				case event.CircuitHalfOpen:
-					state = event.CircuitStateHalfOpen
-				case event.CircuitClosed:
-					state = event.CircuitStateClosed
-				case event.AttemptStarted:
-					attempts++
-					switch state {
-					case event.CircuitStateOpen:
-						whileOpen++
-					case event.CircuitStateHalfOpen:
-						trials++
-					}
-				}
-			}
-			steps++
-			if len(r.Start) > 0 {
-				now = now.Add(10 * time.Millisecond)
-				rs := make([]Result, len(r.Start))
-				for i, a := range r.Start {
-					rs[i] = Result{Workflow: a.Workflow, Instance: a.Instance, Activity: a.Activity, Number: a.Number, End: now, Outputs: []byte(`{}`)}
-					if now.Before(outageEnd) {
-						rs[i].Failure = &retry.Failure{Type: "http:503"}
-					}
-				}
-				r = c.AttemptsDone(now, rs)
-				continue
-			}
-			if r.Wake.IsZero() {
-				b.Fatal("stuck")
-			}
-			now = r.Wake
-			r = c.Tick(now)
-		}
+		calls, whileOpen, trials, attempts, steps = storm(stormCore(1000, true))
 	}
 	b.ReportMetric(float64(calls), "calls_to_open")
 	b.ReportMetric(float64(whileOpen), "starts_while_open")
 	b.ReportMetric(float64(trials), "trial_calls")
 	b.ReportMetric(float64(attempts), "attempts")
+	b.ReportMetric(float64(without), "attempts_without_breaker")
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*steps), "ns/step")
 	if whileOpen != 0 || calls != 10 {
 		b.Fatalf("%d attempts started while open; opened after %d calls", whileOpen, calls)
 	}
+}
+
+// storm drives c through a 20 s outage of its downstream: every attempt
+// takes 10 ms and fails until the outage ends.
+func storm(c *Core) (calls, whileOpen, trials, attempts, steps int) {
+	outageEnd := t0.Add(20 * time.Second)
+	now := t0
+	r := c.Start(now)
+	state := event.CircuitStateClosed
+	steps = 1
+	for !r.Done {
+		for _, e := range r.Events {
+			switch e.Type {
+			case event.CircuitOpened:
+				if state == event.CircuitStateClosed {
+					calls = e.Circuit.Calls
+				}
+				state = event.CircuitStateOpen
+			case event.CircuitHalfOpen:
+				state = event.CircuitStateHalfOpen
+			case event.CircuitClosed:
+				state = event.CircuitStateClosed
+			case event.AttemptStarted:
+				attempts++
+				switch state {
+				case event.CircuitStateOpen:
+					whileOpen++
+				case event.CircuitStateHalfOpen:
+					trials++
+				}
+			}
+		}
+		steps++
+		if len(r.Start) > 0 {
+			now = now.Add(10 * time.Millisecond)
+			rs := make([]Result, len(r.Start))
+			for i, a := range r.Start {
+				rs[i] = Result{Workflow: a.Workflow, Instance: a.Instance, Activity: a.Activity, Number: a.Number, End: now, Outputs: []byte(`{}`)}
+				if now.Before(outageEnd) {
+					rs[i].Failure = &retry.Failure{Type: "http:503"}
+				}
+			}
+			r = c.AttemptsDone(now, rs)
+			continue
+		}
+		if r.Wake.IsZero() {
+			panic("storm: the run is stuck")
+		}
+		now = r.Wake
+		r = c.Tick(now)
+	}
+	return calls, whileOpen, trials, attempts, steps
 }
 
 // BenchmarkStepBreaker: the cost of one core step (a result and its retry,

@@ -253,17 +253,11 @@ func validateSpawn(r *Spawn) error {
 	return nil
 }
 
-// DecodeBreaker decodes and validates a stored Breaker. Breakers are read
-// once per command, so encoding/json is fast enough.
+// DecodeBreaker decodes and validates a stored Breaker.
 func DecodeBreaker(b []byte) (*Breaker, error) {
 	var r Breaker
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil {
+	if err := decodeBreaker(b, &r); err != nil {
 		return nil, fmt.Errorf("decode breaker: %w", err)
-	}
-	if dec.More() {
-		return nil, errors.New("decode breaker: trailing data")
 	}
 	if err := validateBreaker(&r); err != nil {
 		return nil, fmt.Errorf("decode breaker: %w", err)

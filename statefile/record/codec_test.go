@@ -248,6 +248,7 @@ func FuzzDecodeActivity(f *testing.F) {
 	b, _ := Encode(sampleActivity())
 	f.Add(b)
 	f.Add([]byte(`{"workflow":"w","instance":"k","name":"n","status":"pending"}`))
+	f.Add([]byte(`{"workflow":"w","instance":"k","name":"n","status":"waiting","timer":{"kind":"circuit","fire_at":"2026-01-01T00:00:00Z","attempt":2,"set":"2026-01-01T00:00:00Z","delay":0,"source":"circuit"},"heartbeat_details":"row 7"}`))
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzRoundTrip(t, data, DecodeActivity) })
 }
 
@@ -266,6 +267,13 @@ func FuzzDecodeInstance(f *testing.F) {
 func FuzzDecodeBudget(f *testing.F) {
 	f.Add([]byte(`{"name":"api","stamps":["2026-01-01T00:00:00Z","2026-01-01T00:00:01.5Z"]}`))
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzRoundTrip(t, data, DecodeBudget) })
+}
+
+func FuzzDecodeBreaker(f *testing.F) {
+	f.Add([]byte(`{"name":"api","state":"closed","since":"2026-01-01T00:00:00Z","window":[{"start":"2026-01-01T00:00:00Z","successes":3,"failures":1}],"epoch":2}`))
+	f.Add([]byte(`{"name":"api","state":"open","since":"2026-01-01T00:00:00Z","half_open_at":"2026-01-01T00:00:30Z","epoch":3}`))
+	f.Add([]byte(`{"name":"api","state":"half_open","trial_successes":1,"epoch":4}`))
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzRoundTrip(t, data, DecodeBreaker) })
 }
 
 func BenchmarkDecodeActivity(b *testing.B) {

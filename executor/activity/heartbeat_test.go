@@ -2,6 +2,8 @@ package activity
 
 import (
 	"context"
+	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -114,5 +116,65 @@ func TestHeartbeatEnv(t *testing.T) {
 	}
 	if env["WF_HEARTBEAT_DETAILS"] != "offset=1024" {
 		t.Errorf("WF_HEARTBEAT_DETAILS = %q", env["WF_HEARTBEAT_DETAILS"])
+	}
+}
+
+// fakeNow is a clock the test moves by hand.
+type fakeNow struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeNow) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeNow) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// TestHeartbeatDeadlineFakeClock: the deadline is the last beat (or the
+// start) plus the timeout on the runner's clock: an hour-long timeout is
+// met by a beat 59 minutes in, then missed an hour after that beat, and
+// not before.
+func TestHeartbeatDeadlineFakeClock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hb")
+	if err := createHeartbeatFile(path); err != nil {
+		t.Fatal(err)
+	}
+	clk := &fakeNow{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	killed := make(chan error, 1)
+	var b beats
+	ctx := WithHeartbeatHook(context.Background(), b.hook)
+	w := watchHeartbeat(ctx, path, time.Hour, clk.now, func(err error) { killed <- err })
+	poll := heartbeatPoll(time.Hour)
+	waitPolls := func() { time.Sleep(3 * poll) }
+
+	clk.add(59 * time.Minute)
+	if err := os.WriteFile(path, []byte("step 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitPolls()
+	if got := b.list(); len(got) == 0 || got[len(got)-1] != "step 1" {
+		t.Fatalf("the beat was not seen: %q", got)
+	}
+	clk.add(59 * time.Minute) // 1h58m: 59 minutes after the beat
+	waitPolls()
+	select {
+	case err := <-killed:
+		t.Fatalf("killed %v after the last beat: %v", 59*time.Minute, err)
+	default:
+	}
+	clk.add(2 * time.Minute) // 61 minutes after the beat
+	select {
+	case err := <-killed:
+		if !errors.Is(err, errHeartbeat) {
+			t.Fatalf("cause = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("not killed an hour after the last beat")
+	}
+	details, timedOut, since, n := w.stop()
+	if details != "step 1" || !timedOut || since != 61*time.Minute || n != 1 {
+		t.Errorf("stop = %q %v %v %d", details, timedOut, since, n)
 	}
 }

@@ -497,3 +497,27 @@ func windowCounts(b *record.Breaker) [2]int {
 	}
 	return out
 }
+
+// TestBreakerNotUsedIsLeftAlone: a breaker no activity of the run goes
+// through is neither shown, nor advanced, nor committed, nor woken for.
+func TestBreakerNotUsedIsLeftAlone(t *testing.T) {
+	st := newMemState()
+	st.breakers["other"] = &record.Breaker{Name: "other", State: "open", HalfOpenAt: t0.Add(time.Second), Epoch: 1}
+	w := &world{wf: workflow(execAct("a", []retry.Rule{{Policy: expo(time.Second, 3)}})),
+		breakers: map[string]retry.Breaker{"other": apiBreaker(3, 1)}}
+	h := newHarness(t, w, st, t0.Add(time.Minute))
+	r := h.start()
+	if pl := eventsOf(r, event.Plan); len(pl[0].Circuits) != 0 {
+		t.Fatalf("plan circuits = %+v", pl[0].Circuits)
+	}
+	h.at(time.Minute + time.Second)
+	r = h.finish("a", nil)
+	for _, m := range r.Persist {
+		if m.Breaker != nil {
+			t.Fatalf("an unused breaker was committed: %+v", m.Breaker)
+		}
+	}
+	if len(eventsOf(r, event.CircuitHalfOpen)) != 0 {
+		t.Fatalf("events = %v", types(r))
+	}
+}

@@ -2,6 +2,7 @@ package core
 
 import (
 	"container/heap"
+	"slices"
 	"strings"
 	"time"
 
@@ -84,7 +85,8 @@ type Core struct {
 	// budgetOrder keeps budget persistence in a stable order.
 	budgetOrder []string
 	budgetGates map[string]*budgetGate
-	// breakers by name, and in name order.
+	// breakers by name; breakerList holds, in name order, the ones this
+	// run's activities go through (the others are left alone).
 	breakers    map[string]*breakerGate
 	breakerList []*breakerGate
 	// parked holds, per gate, the activities waiting for it to change.
@@ -145,9 +147,7 @@ func New(opts Options) *Core {
 		if cfg.Name == "" {
 			cfg.Name = name
 		}
-		g := newBreakerGate(cfg, opts.BreakerState[name])
-		c.breakers[name] = g
-		c.breakerList = append(c.breakerList, g)
+		c.breakers[name] = newBreakerGate(cfg, opts.BreakerState[name])
 	}
 	for _, spec := range opts.Instances {
 		if spec.Workflow == nil {
@@ -188,6 +188,15 @@ func New(opts Options) *Core {
 					a.up = append(a.up, u)
 					u.down = append(u.down, a)
 				}
+			}
+		}
+	}
+	for _, name := range sortedKeys(c.breakers) {
+		g := c.breakers[name]
+		for _, a := range c.all {
+			if slices.ContainsFunc(a.starts, func(u gateUse) bool { return u.g == gate(g) }) {
+				c.breakerList = append(c.breakerList, g)
+				break
 			}
 		}
 	}

@@ -84,3 +84,22 @@ func TestCircuitBadgeStates(t *testing.T) {
 		t.Errorf("closed frame:\n%s", out)
 	}
 }
+
+// TestCircuitWaitRow: r on a row waiting for its breaker says why it
+// cannot be fired; the filter knows the state as "circuit".
+func TestCircuitWaitRow(t *testing.T) {
+	ctl := &fakeController{}
+	m, _ := newTestModel(10*time.Second, ctl)
+	m.Update(EventsMsg{Events: breakerRun()})
+	m.Update(press("r")) // charge, the first row, waits for the breaker
+	if len(ctl.fired) != 0 || !strings.Contains(m.Render(), "waits for circuit payment_api: it cannot be fired by hand") {
+		t.Fatalf("fired %v; frame:\n%s", ctl.fired, m.Render())
+	}
+	m.Update(press("/"))
+	for _, k := range keys("type:circuit", "enter") {
+		m.Update(k)
+	}
+	if out := m.Render(); !strings.Contains(out, "filter \"circuit\": 1 of 3") {
+		t.Fatalf("filter frame:\n%s", out)
+	}
+}

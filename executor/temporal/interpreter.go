@@ -403,7 +403,13 @@ func attemptFailure(err error) AttemptResult {
 	}
 	var timeoutErr *sdktemporal.TimeoutError
 	if errors.As(err, &timeoutErr) {
-		return interrupted(fmt.Sprintf("the worker running the attempt was lost (%s timeout)", timeoutName(timeoutErr)))
+		res := interrupted(fmt.Sprintf("the worker running the attempt was lost (%s timeout)", timeoutName(timeoutErr)))
+		// The attempt's heartbeat details, as its worker last sent them.
+		var details string
+		if timeoutErr.HasLastHeartbeatDetails() && timeoutErr.LastHeartbeatDetails(&details) == nil {
+			res.HeartbeatDetails = details
+		}
+		return res
 	}
 	var canceled *sdktemporal.CanceledError
 	if errors.As(err, &canceled) {

@@ -138,6 +138,9 @@ type loader struct {
 	budgets   map[string]*Budget
 	// sensitive collects the values of sensitive variables.
 	sensitive []string
+	// breakers and parentAttrs: see gates.go.
+	breakers    map[string]*Breaker
+	parentAttrs map[string]*hcl.Attribute
 }
 
 var fileSchema = &hcl.BodySchema{
@@ -146,6 +149,7 @@ var fileSchema = &hcl.BodySchema{
 		{Type: "locals"},
 		{Type: "retry_budget", LabelNames: []string{"name"}},
 		{Type: "retry_policy", LabelNames: []string{"name"}},
+		{Type: "circuit_breaker", LabelNames: []string{"name"}},
 		{Type: "workflow", LabelNames: []string{"name"}},
 	},
 }
@@ -211,6 +215,8 @@ func (l *loader) load() *Config {
 	l.loadVariables(byType["variable"])
 	l.loadLocals(byType["locals"])
 	l.loadBudgets(byType["retry_budget"])
+	l.resolveBudgetParents()
+	l.loadBreakers(byType["circuit_breaker"])
 	l.loadPolicies(byType["retry_policy"])
 	workflows := l.loadWorkflows(byType["workflow"])
 
@@ -221,6 +227,7 @@ func (l *loader) load() *Config {
 		Locals:    l.localVals,
 		Policies:  make(map[string]*Policy, len(l.policies)),
 		Budgets:   l.budgets,
+		Breakers:  l.breakers,
 		Workflows: workflows,
 		Sensitive: l.secrets(),
 	}

@@ -1,7 +1,9 @@
 package statefile
 
 import (
+	"bytes"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -9,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dgraph-io/badger/v4"
 
 	"github.com/wf-engine/wf/statefile/record"
 )
@@ -22,15 +26,22 @@ func benchAttempt(n int) *record.Attempt {
 }
 
 // BenchmarkCommitGroup: 64 goroutines each committing one attempt per
-// Commit, the executor's worst case; group commit merges them.
+// Commit, the executor's worst case; group commit merges them. Each
+// iteration also runs the physical limit (rawFdatasync: 100 records' bytes
+// per fdatasync, in the same directory) so that the ratio compares runs
+// taken under the same load.
 func BenchmarkCommitGroup(b *testing.B) {
 	const workers, perWorker = 64, 32
-	s := openT(b, b.TempDir())
+	dir := b.TempDir()
+	s := openT(b, filepath.Join(dir, ".wf"))
 	defer closeT(b, s)
 	var seq atomic.Int64
+	b0, r0 := s.batches.Load(), s.batchedReqs.Load()
+	var elapsed time.Duration
+	var raw rawRate
 	b.ResetTimer()
-	start := time.Now()
 	for range b.N {
+		start := time.Now()
 		var wg sync.WaitGroup
 		for range workers {
 			wg.Go(func() {
@@ -44,22 +55,39 @@ func BenchmarkCommitGroup(b *testing.B) {
 			})
 		}
 		wg.Wait()
+		elapsed += time.Since(start)
+		raw.run(b, dir, 20)
 	}
-	elapsed := time.Since(start)
-	b.ReportMetric(float64(seq.Load())/elapsed.Seconds(), "records/s")
-	b.ReportMetric(float64(s.batchedReqs.Load())/float64(s.batches.Load()), "commits/batch")
+	rate := float64(seq.Load()) / elapsed.Seconds()
+	b.ReportMetric(rate, "records/s")
+	b.ReportMetric(raw.rate(), "raw_records/s")
+	b.ReportMetric(rate/raw.rate(), "ratio")
+	b.ReportMetric(float64(s.batchedReqs.Load()-r0)/float64(s.batches.Load()-b0), "commits/batch")
+	reportSplit(b, s)
 }
 
-// BenchmarkCommitBatch100: one goroutine, 100 attempts per Commit.
+// reportSplit reports the mean time per batch spent in the log (write and
+// fdatasync) and in Badger.
+func reportSplit(b *testing.B, s *Store) {
+	n := float64(s.batches.Load())
+	b.ReportMetric(float64(s.w.logTime.Microseconds())/n, "log_µs/batch")
+	b.ReportMetric(float64(s.w.applyTime.Microseconds())/n, "apply_µs/batch")
+}
+
+// BenchmarkCommitBatch100: one goroutine, 100 attempts per Commit, beside
+// the raw limit like BenchmarkCommitGroup.
 func BenchmarkCommitBatch100(b *testing.B) {
 	const commits, perCommit = 10, 100
-	s := openT(b, b.TempDir())
+	dir := b.TempDir()
+	s := openT(b, filepath.Join(dir, ".wf"))
 	defer closeT(b, s)
 	n := 0
 	muts := make([]record.Mutation, perCommit)
+	var elapsed time.Duration
+	var raw rawRate
 	b.ResetTimer()
-	start := time.Now()
 	for range b.N {
+		start := time.Now()
 		for range commits {
 			for i := range muts {
 				n++
@@ -69,10 +97,49 @@ func BenchmarkCommitBatch100(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+		elapsed += time.Since(start)
+		raw.run(b, dir, commits)
 	}
-	elapsed := time.Since(start)
-	b.ReportMetric(float64(n)/elapsed.Seconds(), "records/s")
+	rate := float64(n) / elapsed.Seconds()
+	b.ReportMetric(rate, "records/s")
+	b.ReportMetric(raw.rate(), "raw_records/s")
+	b.ReportMetric(rate/raw.rate(), "ratio")
+	reportSplit(b, s)
 }
+
+// rawRate accumulates the physical limit: syncs of 100 encoded attempts
+// appended to a plain file, each followed by fdatasync.
+type rawRate struct {
+	records int
+	elapsed time.Duration
+}
+
+func (r *rawRate) run(b *testing.B, dir string, syncs int) {
+	const perSync = 100
+	rec, err := record.Encode(benchAttempt(123456))
+	if err != nil {
+		b.Fatal(err)
+	}
+	chunk := bytes.Repeat(rec, perSync)
+	f, err := os.OpenFile(filepath.Join(dir, "raw.log"), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	start := time.Now()
+	for range syncs {
+		if _, err := f.Write(chunk); err != nil {
+			b.Fatal(err)
+		}
+		if err := syscall.Fdatasync(int(f.Fd())); err != nil {
+			b.Fatal(err)
+		}
+	}
+	r.elapsed += time.Since(start)
+	r.records += syncs * perSync
+}
+
+func (r *rawRate) rate() float64 { return float64(r.records) / r.elapsed.Seconds() }
 
 // BenchmarkRawFdatasync100 is the physical limit the store is measured
 // against: the bytes of 100 encoded attempts appended to a plain file,
@@ -112,10 +179,11 @@ func BenchmarkRawFdatasync100(b *testing.B) {
 	b.ReportMetric(float64(len(rec)), "bytes/record")
 }
 
-// BenchmarkReopen100kTimers: start-up cost with 100,000 pending timers.
-func BenchmarkReopen100kTimers(b *testing.B) {
+// reopenState builds a state with 100,000 activities with a pending
+// timer and closes it.
+func reopenState(b *testing.B) string {
 	const activities, batch = 100_000, 2_000
-	dir := b.TempDir()
+	dir := filepath.Join(b.TempDir(), ".wf")
 	s := openT(b, dir)
 	muts := make([]record.Mutation, 0, batch)
 	for i := range activities {
@@ -127,9 +195,20 @@ func BenchmarkReopen100kTimers(b *testing.B) {
 		}
 	}
 	closeT(b, s)
+	return dir
+}
+
+// BenchmarkReopen100kTimers: start-up cost with 100,000 pending timers
+// (Open with every check, PendingTimers, Close), beside a plain Badger
+// open of the same tables and a scan of the same keys (timer index and
+// activities, values copied, nothing decoded or checked), interleaved.
+func BenchmarkReopen100kTimers(b *testing.B) {
+	const activities = 100_000
+	dir := reopenState(b)
+	var ours, plain time.Duration
 	b.ResetTimer()
-	start := time.Now()
 	for range b.N {
+		start := time.Now()
 		s, err := Open(dir, Options{})
 		if err != nil {
 			b.Fatal(err)
@@ -144,7 +223,107 @@ func BenchmarkReopen100kTimers(b *testing.B) {
 		if err := s.Close(); err != nil {
 			b.Fatal(err)
 		}
+		ours += time.Since(start)
+
+		start = time.Now()
+		if n := plainBadgerScan(b, filepath.Join(dir, dbName)); n != 2*activities {
+			b.Fatalf("plain scan found %d keys", n)
+		}
+		plain += time.Since(start)
 	}
-	elapsed := time.Since(start)
-	b.ReportMetric(float64(elapsed.Milliseconds())/float64(b.N), "ms/reopen")
+	b.ReportMetric(float64(ours.Milliseconds())/float64(b.N), "ms/reopen")
+	b.ReportMetric(float64(plain.Milliseconds())/float64(b.N), "plain_ms")
+	b.ReportMetric(float64(ours)/float64(plain), "ratio")
+}
+
+// plainBadgerScan opens db/ read-only with Badger alone and reads every
+// timer-index key and every activity value.
+func plainBadgerScan(b *testing.B, dbDir string) int {
+	db, err := badger.Open(badgerOptions(dbDir, nil).WithReadOnly(true))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	n := 0
+	err = db.View(func(txn *badger.Txn) error {
+		for _, p := range []byte{tableTimer, tableActivity} {
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{p}})
+			for it.Rewind(); it.Valid(); it.Next() {
+				if _, err := it.Item().ValueCopy(nil); err != nil {
+					it.Close()
+					return err
+				}
+				n++
+			}
+			it.Close()
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return n
+}
+
+// BenchmarkRecover100kTimersAfterCrash: the same state, but what kill -9
+// leaves after the last 2,000 records were committed (memtable logs to
+// discard, a log to replay); one fresh crash image per iteration.
+func BenchmarkRecover100kTimersAfterCrash(b *testing.B) {
+	const activities = 100_000
+	dir := reopenState(b)
+	s := openT(b, dir)
+	var muts []record.Mutation
+	for i := range 2000 {
+		muts = append(muts, record.Mutation{Activity: act("bench", fmt.Sprintf("instance-%d", i/100), fmt.Sprintf("activity-%d", i%100), true)})
+	}
+	commitT(b, s, muts...)
+	crash := filepath.Join(b.TempDir(), "crash")
+	copyTreeB(b, dir, crash)
+	closeT(b, s)
+	var elapsed time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		b.StopTimer()
+		img := filepath.Join(b.TempDir(), fmt.Sprint("img", i))
+		copyTreeB(b, crash, img)
+		b.StartTimer()
+		start := time.Now()
+		s, err := Open(img, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		timers, err := s.PendingTimers()
+		if err != nil || len(timers) != activities {
+			b.Fatalf("%d timers, %v", len(timers), err)
+		}
+		elapsed += time.Since(start)
+		b.StopTimer()
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(elapsed.Milliseconds())/float64(b.N), "ms/recover")
+}
+
+func copyTreeB(b *testing.B, src, dst string) {
+	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, path)
+		target := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o700)
+		}
+		in, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		return copySparse(in, target)
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
 }

@@ -3,6 +3,9 @@ package statefile
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -32,26 +35,34 @@ type op struct {
 // commitReq is one Commit call waiting in the group-commit queue.
 type commitReq struct {
 	ops []op
-	err error
+	// sync: the caller returns only once the record is on disk (a
+	// RecordSpawn only needs it written to the file).
+	sync bool
+	err  error
 	// wake receives false when the request has been written (err is set)
 	// or true when the request must lead the next batch.
 	wake chan bool
 }
 
-// Commit writes muts atomically (one synced Badger transaction) and
-// returns once they are on disk.
+// Commit writes muts atomically and returns once they are durable: in a
+// log record that has been fdatasynced, and applied to the database, so
+// that every later read sees them.
 //
 // Concurrent calls are merged (group commit): the first caller becomes the
-// leader and writes every request queued so far in one transaction; callers
-// arriving meanwhile queue up, and when the leader is done it wakes them
-// with the shared result and hands leadership to the first of the next
-// queue. A merged batch is split into several transactions only when
-// Badger reports it too big, and then every part is synced before anyone
-// is acknowledged. Mutations apply in order, across callers too, so a
-// DeleteInstance followed by new records for that instance leaves the new
-// records.
+// leader and writes every request queued so far as one log record with
+// one write and one fdatasync, then applies it to Badger in one
+// transaction (several when Badger says it is too big); callers arriving
+// meanwhile queue up, and when the leader is done it wakes them with the
+// shared result and hands leadership to the first of the next queue.
+// Mutations apply in order, across callers too, so a DeleteInstance
+// followed by new records for that instance leaves the new records.
+//
+// An error after the record may have reached the log (a failed sync, a
+// failed apply, a full disk) leaves the outcome unknown, as in any
+// database: the next Open may find the record and apply it. The store
+// then refuses every further write with the same error.
 func (s *Store) Commit(muts []record.Mutation) error {
-	if s.opts.ReadOnly {
+	if s.w == nil {
 		return fmt.Errorf("commit state: %w", ErrReadOnly)
 	}
 	if len(muts) == 0 {
@@ -61,7 +72,11 @@ func (s *Store) Commit(muts []record.Mutation) error {
 	if err != nil {
 		return fmt.Errorf("commit state: %w", err)
 	}
-	req := &commitReq{ops: ops, wake: make(chan bool, 1)}
+	return s.commitOps(ops, true)
+}
+
+func (s *Store) commitOps(ops []op, sync bool) error {
+	req := &commitReq{ops: ops, sync: sync, wake: make(chan bool, 1)}
 	s.mu.Lock()
 	s.pending = append(s.pending, req)
 	if s.lingerDone != nil && len(s.pending) >= s.lingerTarget {
@@ -90,7 +105,7 @@ func (s *Store) Commit(muts []record.Mutation) error {
 
 	s.batches.Add(1)
 	s.batchedReqs.Add(int64(len(batch)))
-	err = s.writeBatch(batch)
+	err := s.writeBatch(batch)
 	for _, r := range batch {
 		r.err = err
 		if r != req {
@@ -99,6 +114,9 @@ func (s *Store) Commit(muts []record.Mutation) error {
 	}
 
 	s.mu.Lock()
+	// Callers that queued while this batch was written are the rest of
+	// the crowd: the next batch should wait for them and this batch's.
+	s.lastQueued = len(s.pending)
 	if len(s.pending) > 0 {
 		// Hand over rather than loop: the leader's own caller should not
 		// pay for other callers' later batches.
@@ -113,18 +131,20 @@ func (s *Store) Commit(muts []record.Mutation) error {
 // linger lets callers that the previous batch just woke join this batch
 // before it is written. A fsync costs about a millisecond and the woken
 // callers typically commit again within microseconds, so waiting for as
-// many callers as the previous batch carried (at most maxLinger, asleep
-// meanwhile) roughly doubles the records per fsync compared with
-// batches alternating between two half-sized groups. It runs only under
-// contention (leadership handed over, or the previous batch was shared), so
-// a lone caller never waits. Called and returns with s.mu held.
+// many callers as the previous batch carried plus those that queued while
+// it was written (at most maxLinger, asleep meanwhile) gathers the whole
+// crowd into one batch instead of batches alternating between two parts
+// of it. It runs only under contention (leadership handed over, or the
+// previous batch was shared), so a lone caller never waits. Called and
+// returns with s.mu held.
 func (s *Store) linger() {
 	const maxLinger = 250 * time.Microsecond
-	if len(s.pending) >= s.lastBatch {
+	target := s.lastBatch + s.lastQueued
+	if len(s.pending) >= target {
 		return
 	}
 	ch := make(chan struct{})
-	s.lingerDone, s.lingerTarget = ch, s.lastBatch
+	s.lingerDone, s.lingerTarget = ch, target
 	s.mu.Unlock()
 	t := time.NewTimer(maxLinger)
 	select {
@@ -136,27 +156,66 @@ func (s *Store) linger() {
 	s.lingerDone = nil
 }
 
+// writeBatch makes one log record of the batch and appends it (syncing
+// unless every request is a RecordSpawn): once it returns nil the batch is
+// durable and acknowledged. Applying it to Badger is the applier's job
+// (apply.go), in sequence order, while the next leader writes the next
+// record; reads wait for it, so they still see every acknowledged commit.
 func (s *Store) writeBatch(batch []*commitReq) error {
 	s.closeMu.RLock()
 	defer s.closeMu.RUnlock()
 	if s.closed {
 		return fmt.Errorf("commit state: %w", ErrClosed)
 	}
-	groups := make([][]op, len(batch))
-	for i, r := range batch {
-		groups[i] = r.ops
+	w := s.w
+	if err := w.failure(); err != nil {
+		return err
 	}
-	if err := s.write(groups); err != nil {
-		return fmt.Errorf("commit state: %w", err)
+	groups := make([][]op, 0, len(batch)+1)
+	sync := false
+	var payload []byte
+	for _, r := range batch {
+		groups = append(groups, r.ops)
+		payload = appendOps(payload, r.ops)
+		sync = sync || r.sync
 	}
+	if err := checkSpace(s.dir, filepath.Join(s.dir, dbName), w.lsmBytes.Load(), len(payload)); err != nil {
+		w.fail(err)
+		return err
+	}
+	seq := w.lastSeq + 1
+	if !w.wal.fits(len(payload)) {
+		if err := s.rotate(seq, len(payload)); err != nil {
+			return s.writeFailed(err)
+		}
+	}
+	t0 := time.Now()
+	if err := w.wal.append(seq, payload, sync); err != nil {
+		return s.writeFailed(err)
+	}
+	w.logTime += time.Since(t0)
+	w.lastSeq = seq
+	if s.opts.afterLogWrite != nil {
+		s.opts.afterLogWrite(seq)
+	}
+	s.enqueueApply(applyJob{seq: seq, groups: groups, sync: sync, bytes: len(payload)})
 	return nil
 }
 
-// write applies groups of ops, each group being one caller's mutations.
-// It prefers one transaction; when Badger says that is too big it commits
-// the largest leading run of groups that fits and continues with the rest,
-// and a single group too big on its own is spread over several
-// transactions.
+// writeFailed makes err sticky: the store refuses further writes.
+func (s *Store) writeFailed(err error) error {
+	if !strings.Contains(err.Error(), s.dir) {
+		err = fmt.Errorf("commit state in %s: %w", s.dir, err)
+	}
+	if errors.Is(err, syscall.ENOSPC) && !strings.Contains(err.Error(), "wf apply again") {
+		err = fmt.Errorf("%w; free some space and run wf apply again: nothing committed is lost", err)
+	}
+	if s.w != nil {
+		s.w.fail(err)
+	}
+	return err
+}
+
 func (s *Store) write(groups [][]op) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -284,7 +343,7 @@ func encodeMutations(muts []record.Mutation) ([]op, error) {
 func appendMutation(ops []op, m record.Mutation) ([]op, error) {
 	set := 0
 	for _, isSet := range []bool{m.Instance != nil, m.Activity != nil, m.Attempt != nil, m.Budget != nil, m.Spawn != nil, m.DeleteInstance != nil,
-		m.DeleteActivity != nil, m.RenameActivity != nil} {
+		m.DeleteActivity != nil, m.RenameActivity != nil, m.Breaker != nil} {
 		if isSet {
 			set++
 		}
@@ -341,6 +400,12 @@ func appendMutation(ops []op, m record.Mutation) ([]op, error) {
 			return nil, fmt.Errorf("rename activity %q to %q in %q/%q: empty name", r.From, r.To, r.Workflow, r.Key)
 		}
 		return append(ops, op{kind: opRename, rename: &r}), nil
+	case m.Breaker != nil:
+		v, err := record.Encode(m.Breaker)
+		if err != nil {
+			return nil, err
+		}
+		return append(ops, op{kind: opSet, key: breakerKey(m.Breaker.Name), val: v}), nil
 	default:
 		return appendDeleteInstance(ops, m.DeleteInstance.Workflow, m.DeleteInstance.Key)
 	}
@@ -362,7 +427,14 @@ func appendDeleteInstance(ops []op, workflow, key string) ([]op, error) {
 // loss no process survives anyway), and it is ordered with Commit: a
 // spawn recorded before a Commit is never lost while that commit is kept.
 func (s *Store) RecordSpawn(sp *record.Spawn) error {
-	return s.Commit([]record.Mutation{{Spawn: sp}})
+	if s.w == nil {
+		return fmt.Errorf("record spawn: %w", ErrReadOnly)
+	}
+	ops, err := encodeMutations([]record.Mutation{{Spawn: sp}})
+	if err != nil {
+		return fmt.Errorf("record spawn: %w", err)
+	}
+	return s.commitOps(ops, false)
 }
 
 // DeleteInstance removes an instance with its activities, timers,

@@ -11,14 +11,16 @@ import (
 // every component is self-delimiting (see appendName) and a prefix of
 // components is a prefix scan:
 //
-//	m schema                          -> "1" (record.SchemaVersion)
+//	m schema                          -> "2" (record.SchemaVersion)
 //	i <wf> <key>                      -> Instance
 //	a <wf> <key> <activity>           -> Activity
 //	T <wf> <key> <activity>           -> "" (the activity has a pending timer)
 //	t <wf> <key> <activity> gen num   -> Attempt (gen, num: big-endian uint64)
 //	b <budget>                        -> Budget
 //	p <wf> <key> <activity>           -> Spawn (the process group of the last exec attempt)
+//	c <breaker>                       -> Breaker (a circuit breaker's state)
 //	m id                              -> the state's random identity (hex)
+//	m seq                             -> the last synced log sequence applied (big-endian uint64)
 //
 // The escaping keeps byte order equal to string order, so scans return
 // activities by name and attempts by (activity, generation, number).
@@ -30,11 +32,13 @@ const (
 	tableAttempt  = 't'
 	tableBudget   = 'b'
 	tableSpawn    = 'p'
+	tableBreaker  = 'c'
 )
 
 var (
 	keySchema = []byte{tableMeta, 's', 'c', 'h', 'e', 'm', 'a'}
 	keyID     = []byte{tableMeta, 'i', 'd'}
+	keySeq    = []byte{tableMeta, 's', 'e', 'q'}
 )
 
 // appendName appends s escaped: 0x00 becomes 0x00 0xFF and the name ends
@@ -123,6 +127,10 @@ func budgetKey(name string) []byte {
 	return appendName([]byte{tableBudget}, name)
 }
 
+func breakerKey(name string) []byte {
+	return appendName([]byte{tableBreaker}, name)
+}
+
 // parseActivityKey returns the components of an activity or timer key.
 func parseActivityKey(k []byte) (workflow, key, activity string, err error) {
 	if len(k) == 0 {
@@ -165,6 +173,8 @@ func describeKey(k []byte) string {
 		table, names = "attempt", 3
 	case tableBudget:
 		table, names = "budget", 1
+	case tableBreaker:
+		table, names = "breaker", 1
 	case tableSpawn:
 		table, names = "spawn", 3
 	default:

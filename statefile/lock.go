@@ -5,7 +5,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -46,53 +49,103 @@ func (e *LockedError) Error() string {
 // description, so a second Open in the same process conflicts too, and the
 // kernel drops the lock when the holder dies: a crash never leaves a stale
 // lock behind.
+//
+// A writer holds it exclusively and writes its details into the file; a
+// reader holds it shared and writes nothing. So readers never block each
+// other, a writer waits for (or, without a timeout, fails on) readers, and
+// a reader fails on a running writer.
 type lockFile struct {
-	f *os.File
+	f *os.File // nil: a reader of a state that has no lock file
+	// wrote is set once the holder's details are in the file.
+	wrote bool
 }
 
-func acquireLock(dir, path, command string) (*lockFile, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+// acquireLock takes wf.lock in dir: exclusively (creating the file) for a
+// writer, shared for a reader. A reader of a state without a lock file
+// holds nothing: it has nothing to create the file with, and no writer has
+// ever opened that state. With timeout > 0 it waits up to that long.
+func acquireLock(dir string, exclusive bool, timeout time.Duration) (*lockFile, error) {
+	path := filepath.Join(dir, lockName)
+	var f *os.File
+	var err error
+	if exclusive {
+		f, err = openStateFile(dir, path, os.O_RDWR|os.O_CREATE, 0o600)
+	} else {
+		f, err = openStateFile(dir, path, os.O_RDONLY, 0)
+		if errors.Is(err, fs.ErrNotExist) {
+			return &lockFile{}, nil
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open lock file: %w", err)
 	}
-	if err := flock(f, syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		defer f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			le := &LockedError{Path: dir}
-			if data, rerr := os.ReadFile(path); rerr == nil {
-				le.PID, le.Since, le.Command = parseLock(data)
-			}
-			return nil, le
-		}
-		return nil, fmt.Errorf("lock %s: %w", path, err)
+	how := syscall.LOCK_SH
+	if exclusive {
+		how = syscall.LOCK_EX
 	}
+	deadline := time.Now().Add(timeout)
+	wait := 10 * time.Millisecond
+	for {
+		err = flock(f, how|syscall.LOCK_NB)
+		if err == nil {
+			return &lockFile{f: f}, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			break
+		}
+		time.Sleep(min(wait, left))
+		wait = min(2*wait, 250*time.Millisecond)
+	}
+	f.Close()
+	le := &LockedError{Path: dir}
+	if g, err := openNoFollow(path, os.O_RDONLY, 0); err == nil {
+		if data, err := io.ReadAll(io.LimitReader(g, 4096)); err == nil {
+			le.PID, le.Since, le.Command = parseLock(data)
+		}
+		g.Close()
+	}
+	return nil, le
+}
+
+// writeInfo records the holder (a writer, once it has checked the state)
+// so that a second wf can say who has the state.
+func (l *lockFile) writeInfo(command string) error {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "pid %d\nstarted %s\n", os.Getpid(), time.Now().Format(time.RFC3339))
 	if command != "" {
 		fmt.Fprintf(&b, "command %s\n", strings.ReplaceAll(command, "\n", " "))
 	}
-	if err := writeLockInfo(f, b.Bytes()); err != nil {
-		_ = flock(f, syscall.LOCK_UN)
-		f.Close()
-		return nil, fmt.Errorf("write lock file %s: %w", path, err)
+	if err := tightenFile(l.f); err != nil {
+		return fmt.Errorf("write lock file: %w", err)
 	}
-	return &lockFile{f: f}, nil
-}
-
-func writeLockInfo(f *os.File, data []byte) error {
-	if err := f.Truncate(0); err != nil {
-		return err
+	l.wrote = true
+	if err := l.f.Truncate(0); err != nil {
+		return fmt.Errorf("write lock file: %w", err)
 	}
-	_, err := f.WriteAt(data, 0)
-	return err
+	if _, err := l.f.WriteAt(b.Bytes(), 0); err != nil {
+		return fmt.Errorf("write lock file: %w", err)
+	}
+	return nil
 }
 
 func (l *lockFile) release() error {
-	// Emptying the file first means a reader that races the next holder
-	// sees no details rather than ours.
-	terr := l.f.Truncate(0)
+	if l == nil || l.f == nil {
+		return nil
+	}
+	var terr error
+	if l.wrote {
+		// Emptying the file first means a reader that races the next
+		// holder sees no details rather than ours.
+		terr = l.f.Truncate(0)
+	}
 	uerr := flock(l.f, syscall.LOCK_UN)
 	cerr := l.f.Close()
+	l.f = nil
 	if err := errors.Join(terr, uerr, cerr); err != nil {
 		return fmt.Errorf("release lock: %w", err)
 	}

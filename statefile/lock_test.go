@@ -27,6 +27,9 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(helperEnv); dir != "" {
 		os.Exit(holdLock(dir))
 	}
+	if mode := os.Getenv(childModeEnv); mode != "" {
+		os.Exit(runChild(mode))
+	}
 	os.Exit(m.Run())
 }
 
@@ -158,14 +161,18 @@ func TestSchemaMismatch(t *testing.T) {
 		stored string
 		want   string
 	}{
-		{"2", "state in DIR uses schema 2; this wf supports 1: upgrade wf"},
-		{"0", "state in DIR uses schema 0; this wf supports 1: the state is too old"},
+		{"3", "state in DIR uses schema 3; this wf supports 2: upgrade wf"},
+		{"0", "state in DIR uses schema 0; this wf supports 2: the state is too old"},
 		{"x", `schema version "x" is not a number: not a wf state directory`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.stored, func(t *testing.T) {
 			dir := t.TempDir()
 			s := openT(t, dir)
+			// Behind the log's back, once Open's own schema record is in.
+			if err := s.w.waitApplied(); err != nil {
+				t.Fatal(err)
+			}
 			if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(keySchema, []byte(tt.stored)) }); err != nil {
 				t.Fatal(err)
 			}
@@ -201,7 +208,7 @@ func TestCorruptOrForeign(t *testing.T) {
 		}, "exists and is not a directory"},
 		{"file in place of db", func(t *testing.T, dir string) {
 			writeFile(t, filepath.Join(dir, "db"), "x")
-		}, "not a wf state directory"},
+		}, "db is not a directory"},
 		{"foreign files in db", func(t *testing.T, dir string) {
 			writeFile(t, filepath.Join(dir, "db", "notes.txt"), "hello")
 		}, "no Badger MANIFEST: not a wf state directory"},
@@ -211,15 +218,15 @@ func TestCorruptOrForeign(t *testing.T) {
 		{"compressed badger db of someone else", func(t *testing.T, dir string) {
 			// Tables do not record their compression, so this reads as corrupt.
 			foreignDB(t, dir, options.Snappy)
-		}, "database in"},
+		}, "has data but no wf schema version: not a wf state directory"},
 		{"garbage MANIFEST", func(t *testing.T, dir string) {
 			makeStore(t, dir)
 			writeFile(t, filepath.Join(dir, "db", "MANIFEST"), "this is not a manifest at all, just some text")
-		}, "database in"},
+		}, "db/MANIFEST is unreadable"},
 		{"truncated MANIFEST", func(t *testing.T, dir string) {
 			makeStore(t, dir)
 			writeFile(t, filepath.Join(dir, "db", "MANIFEST"), "")
-		}, "database in"},
+		}, "db/MANIFEST is unreadable"},
 		{"MANIFEST is a directory", func(t *testing.T, dir string) {
 			makeStore(t, dir)
 			p := filepath.Join(dir, "db", "MANIFEST")
@@ -229,7 +236,7 @@ func TestCorruptOrForeign(t *testing.T) {
 			if err := os.Mkdir(p, 0o755); err != nil {
 				t.Fatal(err)
 			}
-		}, "database in"},
+		}, "db/MANIFEST is not a regular file"},
 		{"garbage tables", func(t *testing.T, dir string) {
 			makeStore(t, dir)
 			ssts, _ := filepath.Glob(filepath.Join(dir, "db", "*.sst"))
@@ -239,7 +246,7 @@ func TestCorruptOrForeign(t *testing.T) {
 			for _, p := range ssts {
 				writeFile(t, p, strings.Repeat("garbage!", 1000))
 			}
-		}, "database in"},
+		}, ".sst is damaged: corrupt table"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -292,7 +299,10 @@ func makeStore(t *testing.T, dir string) {
 	}
 	commitT(t, s, muts...)
 	// Flush the memtable so the data lives in .sst files.
-	if err := s.db.DropPrefix([]byte("nothing")); err != nil {
+	if err := s.w.waitApplied(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.forceFlush(); err != nil {
 		t.Fatal(err)
 	}
 	closeT(t, s)

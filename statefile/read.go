@@ -8,41 +8,51 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/dgraph-io/badger/v4"
-
 	"github.com/wf-engine/wf/statefile/record"
 )
 
-// read runs fn in a read transaction unless the store is closed.
-func (s *Store) read(what string, fn func(txn *badger.Txn) error) error {
+// read runs fn on a snapshot unless the store is closed, converting
+// Badger panics (corrupt files) into errors.
+func (s *Store) read(what string, fn func(snap *snapshot) error) (err error) {
 	s.closeMu.RLock()
 	defer s.closeMu.RUnlock()
 	if s.closed {
 		return fmt.Errorf("%s: %w", what, ErrClosed)
 	}
-	if err := s.view(fn); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+	if s.w != nil {
+		// See every acknowledged commit (apply.go).
+		if err := s.w.waitApplied(); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
 	}
-	return nil
+	snap := s.snapshot()
+	defer snap.discard()
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("the database panicked (corrupt files?): %v", r)
+		}
+		if err != nil {
+			err = fmt.Errorf("state in %s: %s: %w", s.dir, what, err)
+		}
+	}()
+	return fn(snap)
 }
 
 // scan decodes every value under prefix, in key order.
-func scan[T any](txn *badger.Txn, prefix []byte, decode func([]byte) (*T, error), each func(key []byte, r *T) error) error {
-	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
-	defer it.Close()
-	for it.Rewind(); it.Valid(); it.Next() {
-		item := it.Item()
-		var r *T
-		err := item.Value(func(v []byte) error {
-			var err error
-			r, err = decode(v)
-			return err
-		})
+func scan[T any](snap *snapshot, prefix []byte, decode func([]byte) (*T, error), each func(key []byte, r *T) error) error {
+	c := snap.cursor(prefix)
+	defer c.close()
+	for c.rewind(); c.valid(); c.next() {
+		v, err := c.value()
 		if err != nil {
-			return keyError(item.Key(), err)
+			return err
 		}
-		if err := each(item.Key(), r); err != nil {
-			return keyError(item.Key(), err)
+		r, err := decode(v)
+		if err != nil {
+			return keyError(c.key(), err)
+		}
+		if err := each(c.key(), r); err != nil {
+			return keyError(c.key(), err)
 		}
 	}
 	return nil
@@ -59,8 +69,8 @@ func mismatch(kind, got, want string) error {
 // Instances returns every instance, sorted by address (workflow/key).
 func (s *Store) Instances() ([]*record.Instance, error) {
 	var out []*record.Instance
-	err := s.read("list instances", func(txn *badger.Txn) error {
-		return scan(txn, []byte{tableInstance}, record.DecodeInstance, func(k []byte, r *record.Instance) error {
+	err := s.read("list instances", func(snap *snapshot) error {
+		return scan(snap, []byte{tableInstance}, record.DecodeInstance, func(k []byte, r *record.Instance) error {
 			if want := instanceKey(r.Workflow, r.Key); string(want) != string(k) {
 				return mismatch("instance", r.Address(), string(k))
 			}
@@ -78,23 +88,18 @@ func (s *Store) Instances() ([]*record.Instance, error) {
 // Instance returns one instance, or nil and no error when it is absent.
 func (s *Store) Instance(workflow, key string) (*record.Instance, error) {
 	var out *record.Instance
-	err := s.read("read instance "+workflow+"/"+key, func(txn *badger.Txn) error {
+	err := s.read("read instance "+workflow+"/"+key, func(snap *snapshot) error {
 		k := instanceKey(workflow, key)
-		item, err := txn.Get(k)
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			return nil
-		}
-		if err != nil {
+		v, ok, err := snap.get(k)
+		if err != nil || !ok {
 			return err
 		}
-		return item.Value(func(v []byte) error {
-			r, err := record.DecodeInstance(v)
-			if err != nil {
-				return keyError(k, err)
-			}
-			out = r
-			return nil
-		})
+		r, err := record.DecodeInstance(v)
+		if err != nil {
+			return keyError(k, err)
+		}
+		out = r
+		return nil
 	})
 	return out, err
 }
@@ -103,16 +108,15 @@ func (s *Store) Instance(workflow, key string) (*record.Instance, error) {
 // empty (not nil) when there are none.
 func (s *Store) Activities(workflow, key string) (map[string]*record.Activity, error) {
 	var keys, vals [][]byte
-	err := s.read("read activities of "+workflow+"/"+key, func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: instancePrefix(tableActivity, workflow, key)})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			item := it.Item()
-			v, err := item.ValueCopy(nil)
+	err := s.read("read activities of "+workflow+"/"+key, func(snap *snapshot) error {
+		c := snap.cursor(instancePrefix(tableActivity, workflow, key))
+		defer c.close()
+		for c.rewind(); c.valid(); c.next() {
+			v, err := c.value()
 			if err != nil {
-				return keyError(item.Key(), err)
+				return err
 			}
-			keys = append(keys, item.KeyCopy(nil))
+			keys = append(keys, bytes.Clone(c.key()))
 			vals = append(vals, v)
 		}
 		return nil
@@ -155,8 +159,8 @@ func (s *Store) Activities(workflow, key string) (map[string]*record.Activity, e
 // number.
 func (s *Store) Attempts(workflow, key, activity string) ([]*record.Attempt, error) {
 	var out []*record.Attempt
-	err := s.read("read attempts of "+workflow+"/"+key, func(txn *badger.Txn) error {
-		return scan(txn, attemptPrefix(workflow, key, activity), record.DecodeAttempt, func(k []byte, r *record.Attempt) error {
+	err := s.read("read attempts of "+workflow+"/"+key, func(snap *snapshot) error {
+		return scan(snap, attemptPrefix(workflow, key, activity), record.DecodeAttempt, func(k []byte, r *record.Attempt) error {
 			if string(attemptKey(r.Workflow, r.Instance, r.Activity, r.Generation, r.Number)) != string(k) {
 				return mismatch("attempt", fmt.Sprintf("%s/%s/%s #%d.%d", r.Workflow, r.Instance, r.Activity, r.Generation, r.Number), string(k))
 			}
@@ -173,8 +177,8 @@ func (s *Store) Attempts(workflow, key, activity string) ([]*record.Attempt, err
 // Budgets returns every retry budget's window by name.
 func (s *Store) Budgets() (map[string]*record.Budget, error) {
 	out := map[string]*record.Budget{}
-	err := s.read("read budgets", func(txn *badger.Txn) error {
-		return scan(txn, []byte{tableBudget}, record.DecodeBudget, func(k []byte, r *record.Budget) error {
+	err := s.read("read budgets", func(snap *snapshot) error {
+		return scan(snap, []byte{tableBudget}, record.DecodeBudget, func(k []byte, r *record.Budget) error {
 			if string(budgetKey(r.Name)) != string(k) {
 				return mismatch("budget", r.Name, string(k))
 			}
@@ -218,35 +222,35 @@ func (s *Store) PendingTimers() ([]*record.Activity, error) {
 			cur = &chunk{}
 		}
 	}
-	err := s.read("read pending timers", func(txn *badger.Txn) error {
+	err := s.read("read pending timers", func(snap *snapshot) error {
 		// A merge join of the timer index with the activity table: both are
 		// ordered by the same (workflow, key, activity) suffix, so one pass
 		// over each replaces a point lookup per timer. No prefetch: values
 		// live in the LSM, and prefetching would copy each one twice.
-		tit := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{tableTimer}})
-		defer tit.Close()
-		ait := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{tableActivity}})
-		defer ait.Close()
-		ait.Rewind()
+		tc := snap.cursor([]byte{tableTimer})
+		defer tc.close()
+		ac := snap.cursor([]byte{tableActivity})
+		defer ac.close()
+		ac.rewind()
 		target := []byte{tableActivity}
-		for tit.Rewind(); tit.Valid(); tit.Next() {
-			tk := tit.Item().Key()
+		for tc.rewind(); tc.valid(); tc.next() {
+			tk := tc.key()
 			target = append(target[:1], tk[1:]...)
-			for steps := 0; ait.Valid() && bytes.Compare(ait.Item().Key(), target) < 0; steps++ {
+			for steps := 0; ac.valid() && bytes.Compare(ac.key(), target) < 0; steps++ {
 				// Step over a few activities without timers; jump past
 				// long runs of them.
 				if steps < 8 {
-					ait.Next()
+					ac.next()
 				} else {
-					ait.Seek(target)
+					ac.seek(target)
 				}
 			}
-			if !ait.Valid() || !bytes.Equal(ait.Item().Key(), target) {
+			if !ac.valid() || !bytes.Equal(ac.key(), target) {
 				return keyError(tk, errors.New("timer index entry without its activity"))
 			}
-			v, err := ait.Item().ValueCopy(nil)
+			v, err := ac.value()
 			if err != nil {
-				return keyError(target, err)
+				return err
 			}
 			cur.keys = append(cur.keys, bytes.Clone(target))
 			cur.vals = append(cur.vals, v)
@@ -301,8 +305,8 @@ func decodeTimers(keys, vals [][]byte) ([]*record.Activity, error) {
 // process); empty, not nil, when there are none.
 func (s *Store) Spawns(workflow, key string) (map[string]*record.Spawn, error) {
 	out := map[string]*record.Spawn{}
-	err := s.read("read spawns of "+workflow+"/"+key, func(txn *badger.Txn) error {
-		return scan(txn, instancePrefix(tableSpawn, workflow, key), record.DecodeSpawn, func(k []byte, r *record.Spawn) error {
+	err := s.read("read spawns of "+workflow+"/"+key, func(snap *snapshot) error {
+		return scan(snap, instancePrefix(tableSpawn, workflow, key), record.DecodeSpawn, func(k []byte, r *record.Spawn) error {
 			if string(spawnKey(r.Workflow, r.Instance, r.Activity)) != string(k) {
 				return mismatch("spawn", r.Workflow+"/"+r.Instance+"/"+r.Activity, string(k))
 			}

@@ -1,19 +1,24 @@
-// Package statefile is wf's durable state: an embedded Badger database in
-// the state directory (default <config dir>/.wf), guarded by a lock file
-// that names the holder. Writes go through Commit, which merges concurrent
-// callers into one synced transaction (group commit), so many activities
-// finishing together cost one fsync, not one each.
+// Package statefile is wf's durable state. A state directory (default
+// <config dir>/.wf) holds a write-ahead log of wf's own (wal/), a
+// checkpoint file, and an embedded Badger database (db/) that is the
+// materialised view of the log, guarded by a lock file that names the
+// holder. docs/architecture.md and docs/durability.md describe the layout
+// and its guarantees.
+//
+// Writes go through Commit: concurrent callers are merged into one log
+// record (group commit), appended with one write and one fdatasync (the
+// durability point), then applied to Badger without a sync. Opening
+// checks every file before anything is written, so damaged state is an
+// error, never silently repaired or lost; read-only opens change nothing
+// at all.
 package statefile
 
 import (
-	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,10 +26,6 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
-	"github.com/dgraph-io/badger/v4/table"
-	"github.com/dgraph-io/ristretto/v2/z"
-
-	"github.com/wf-engine/wf/statefile/record"
 )
 
 // Names inside a state directory.
@@ -32,20 +33,40 @@ const (
 	gitignoreName = ".gitignore"
 	lockName      = "wf.lock"
 	dbName        = "db"
+	walName       = "wal"
 	logName       = "wf.log"
+	// socketName is the executor's event socket (cmd/wf names it too);
+	// the store only refuses a link planted under that name.
+	socketName = "events.sock"
 )
 
 // Options tunes Open. The zero value is ready to use.
 type Options struct {
-	// ReadOnly refuses writes through this Store (Commit and
-	// DeleteInstance fail). The directory is still locked exclusively:
-	// Badger cannot share it with a writer.
+	// ReadOnly opens the state for reading only: nothing in the state
+	// directory is created, changed or deleted, the lock is taken shared
+	// (readers never block each other), and Commit fails. A state that
+	// does not exist reads as empty.
 	ReadOnly bool
 	// Command is recorded in the lock file so that a second wf can say who
 	// holds the state (e.g. "wf apply").
 	Command string
+	// LockTimeout is how long Open waits for the lock; 0 fails at once.
+	LockTimeout time.Duration
 	// Logf, when set, also receives Badger's warnings and errors.
 	Logf func(format string, args ...any)
+
+	// For tests: the size of new log segments (0: defaultSegmentSize),
+	// and a hook called after each record is in the log and before it is
+	// applied to Badger.
+	segmentSize   int64
+	afterLogWrite func(seq uint64)
+}
+
+func (o Options) segSize() int64 {
+	if o.segmentSize > 0 {
+		return o.segmentSize
+	}
+	return defaultSegmentSize
 }
 
 // ErrClosed is returned by every method of a Store after Close.
@@ -59,7 +80,14 @@ var ErrReadOnly = errors.New("state store is open read-only")
 type Store struct {
 	dir  string
 	opts Options
-	db   *badger.DB
+	db   *badger.DB // nil: a reader of a state with no database yet
+	// ov holds, for a reader, the log records after the checkpoint.
+	ov *overlay
+	// viewDir is a reader's private directory for Badger (removed at
+	// Close).
+	viewDir string
+	// info is what a reader's checks found (for Check).
+	info *stateInfo
 	lock *lockFile
 	log  *fileLogger
 	// id is the state's random identity (see ID).
@@ -78,184 +106,85 @@ type Store struct {
 	// lingerDone, when set, is closed once lingerTarget callers queue.
 	lingerDone   chan struct{}
 	lingerTarget int
-	// lastBatch is the number of Commit calls in the previous batch.
-	lastBatch int
+	// lastBatch is the number of Commit calls in the previous batch, and
+	// lastQueued the number that queued while it was written.
+	lastBatch, lastQueued int
 	// Counters for tests and benchmarks: batches written and the Commit
 	// calls they carried.
 	batches, batchedReqs atomic.Int64
+
+	// The writer's log state, touched only by the group-commit leader
+	// (and by Open and Close).
+	w        *writerState
+	identity [16]byte
 }
 
-// Open opens (creating if needed) the state directory dir and takes its
-// lock. A directory locked by another wf yields a *LockedError.
-func Open(dir string, opts Options) (_ *Store, err error) {
+// writerState is the part of a writable Store that the group-commit
+// leader (and Open and Close) touches, with what it shares with the
+// applier.
+type writerState struct {
+	wal *walWriter
+	cp  checkpoint
+	// lastSeq is the last sequence in the log; metaSeq the last synced one
+	// applied to Badger (its meta key): the checkpoint never goes past it.
+	lastSeq, metaSeq uint64
+	// cand is a checkpoint candidate: once no memtable log with an id up
+	// to cand.memFid is left, every record up to cand.seq is in tables.
+	cand struct {
+		seq    uint64
+		memFid int
+		ok     bool
+	}
+	// mu guards what the leader and the applier share: failed (sticky:
+	// after a write that may have half-happened, or a full disk, the store
+	// refuses every further write), the applier's progress and metaSeq.
+	mu               sync.Mutex
+	applyCond        *sync.Cond
+	failed, applyErr error
+	queued, applied  uint64
+	jobs             chan applyJob
+	applierDone      chan struct{}
+	lsmBytes         atomic.Int64 // tables' size, for the space margin
+	unlisted         int          // bytes applied since db/ was last looked at (applier)
+	allocated        map[string]bool
+	// Time spent appending (and syncing) log records and applying them to
+	// Badger, for benchmarks.
+	logTime, applyTime time.Duration
+}
+
+// Open opens the state directory dir. A writer creates it if needed (mode
+// 0700), takes its lock exclusively, checks every file, and recovers from
+// the log. A directory locked by another wf yields a *LockedError; damage
+// a *DamageError; a directory anyone else could tamper with an
+// *UnsafeError; a full disk an error wrapping syscall.ENOSPC.
+func Open(dir string, opts Options) (*Store, error) {
 	if dir == "" {
 		return nil, errors.New("open state: empty directory name")
 	}
-	if err := prepareDir(dir); err != nil {
-		return nil, fmt.Errorf("open state: %w", err)
+	if opts.ReadOnly {
+		return openReader(dir, opts)
 	}
-	lock, err := acquireLock(dir, filepath.Join(dir, lockName), opts.Command)
-	if err != nil {
-		var le *LockedError
-		if errors.As(err, &le) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("open state in %s: %w", dir, err)
-	}
-	defer func() {
-		if err != nil {
-			_ = lock.release()
-		}
-	}()
-
-	dbDir := filepath.Join(dir, dbName)
-	if err := checkDBDir(dbDir); err != nil {
-		return nil, fmt.Errorf("open state in %s: %w", dir, err)
-	}
-	logger, err := openLog(filepath.Join(dir, logName), opts.Logf)
-	if err != nil {
-		return nil, fmt.Errorf("open state in %s: %w", dir, err)
-	}
-	defer func() {
-		if err != nil {
-			_ = logger.close()
-		}
-	}()
-
-	db, err := openBadger(badgerOptions(dbDir, logger))
-	if err != nil {
-		return nil, fmt.Errorf("open state in %s: database in %s is unreadable: %w", dir, dbDir, err)
-	}
-	s := &Store{dir: dir, opts: opts, db: db, lock: lock, log: logger}
-	if err := s.checkSchema(); err != nil {
-		_ = db.Close()
-		return nil, err
-	}
-	if err := s.loadID(); err != nil {
-		_ = db.Close()
-		return nil, err
-	}
-	return s, nil
+	return openWriter(dir, opts)
 }
 
-// prepareDir creates the state directory with its .gitignore, or checks
-// that an existing one is a directory.
-func prepareDir(dir string) error {
-	fi, err := os.Stat(dir)
-	switch {
-	case err == nil && !fi.IsDir():
-		return fmt.Errorf("%s exists and is not a directory", dir)
-	case err == nil:
-	case errors.Is(err, fs.ErrNotExist):
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("create state directory: %w", err)
-		}
-	default:
-		return err
-	}
-	gi := filepath.Join(dir, gitignoreName)
-	if _, err := os.Lstat(gi); errors.Is(err, fs.ErrNotExist) {
-		// "*" keeps the whole state directory, this file included, out of
-		// git even when the user runs `git add -A`.
-		if err := os.WriteFile(gi, []byte("*\n"), 0o644); err != nil {
-			return fmt.Errorf("write %s: %w", gi, err)
-		}
-	}
-	return nil
-}
-
-// checkDBDir refuses to let Badger initialise a directory that already
-// holds something else: a non-empty db/ always has a MANIFEST.
-func checkDBDir(dbDir string) error {
-	fi, err := os.Stat(dbDir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if !fi.IsDir() {
-		return fmt.Errorf("%s is not a directory: not a wf state directory", dbDir)
-	}
-	entries, err := os.ReadDir(dbDir)
-	if err != nil {
-		return fmt.Errorf("read %s: %w", dbDir, err)
-	}
-	if len(entries) == 0 {
-		return nil
-	}
-	if _, err := os.Stat(filepath.Join(dbDir, "MANIFEST")); err != nil {
-		return fmt.Errorf("%s has files but no Badger MANIFEST: not a wf state directory", dbDir)
-	}
-	return checkTables(dbDir)
-}
-
-// checkTables opens every table the way Badger will, but in this
-// goroutine: Badger opens tables in goroutines of its own, where a corrupt
-// table's panic cannot be recovered and would kill the process.
-func checkTables(dbDir string) error {
-	paths, err := filepath.Glob(filepath.Join(dbDir, "*.sst"))
-	if err != nil {
-		return err
-	}
-	for _, p := range paths {
-		if err := checkTable(p); err != nil {
-			return fmt.Errorf("database in %s is unreadable: table %s: %w", dbDir, filepath.Base(p), err)
-		}
-	}
-	return nil
-}
-
-func checkTable(path string) (err error) {
-	mf, err := z.OpenMmapFile(path, os.O_RDONLY, 0)
-	if err != nil {
-		return err
-	}
-	// The table is never DecrRef'd: dropping its last reference deletes
-	// the file. Unmapping is all the clean-up a read-only open needs.
-	defer func() {
-		if cerr := mf.Close(-1); err == nil && cerr != nil {
-			err = cerr
-		}
-	}()
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("corrupt table (%s)", firstLine(fmt.Sprint(r)))
-		}
-	}()
-	// Reading a block depends on the options the store uses (compression
-	// is not recorded in the table), so mirror them.
-	opt := badgerOptions(filepath.Dir(path), nil)
-	_, err = table.OpenTable(mf, table.Options{
-		Compression:        opt.Compression,
-		BlockSize:          opt.BlockSize,
-		BloomFalsePositive: opt.BloomFalsePositive,
-		ChkMode:            opt.ChecksumVerificationMode,
-	})
-	return err
-}
-
-func firstLine(s string) string {
-	for _, line := range strings.Split(s, "\n") {
-		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "==") {
-			return line
-		}
-	}
-	return strings.TrimSpace(s)
-}
-
-func badgerOptions(dbDir string, logger *fileLogger) badger.Options {
+func badgerOptions(dbDir string, logger badger.Logger) badger.Options {
 	return badger.DefaultOptions(dbDir).
-		WithSyncWrites(true).
+		// The log is the durability point; Badger is its view.
+		WithSyncWrites(false).
 		WithLogger(logger).
 		WithLoggingLevel(badger.WARNING).
 		WithMetricsEnabled(false).
-		WithMemTableSize(16 << 20).
+		// wf's flock is the lock; Badger's LOCK file would be one more
+		// file to create and delete.
+		WithBypassLockGuard(true).
+		WithMemTableSize(memTableSize).
 		WithNumMemtables(2).
-		WithValueLogFileSize(64 << 20).
-		// Records are small JSON documents: keep them all in the LSM so a
-		// read never touches the value log.
+		WithValueLogFileSize(16 << 20).
+		// Records are small JSON documents: keep them in the LSM so a read
+		// never touches the value log; only big outputs go there.
 		WithValueThreshold(64 << 10).
+		WithVerifyValueChecksum(true).
+		WithChecksumVerificationMode(options.OnBlockRead).
 		WithBlockCacheSize(8 << 20).
 		WithIndexCacheSize(0).
 		WithNumVersionsToKeep(1).
@@ -269,102 +198,16 @@ func badgerOptions(dbDir string, logger *fileLogger) badger.Options {
 }
 
 // openBadger converts Badger's panics on corrupt files into errors.
-func openBadger(opt badger.Options) (db *badger.DB, err error) {
+func openBadger(dir string, opt badger.Options) (db *badger.DB, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			db, err = nil, fmt.Errorf("badger panicked: %v", r)
 		}
+		if err != nil {
+			err = fmt.Errorf("open state in %s: the database is unreadable: %w", dir, err)
+		}
 	}()
 	return badger.Open(opt)
-}
-
-// checkSchema verifies the schema version, writing it into a new store.
-func (s *Store) checkSchema() error {
-	var stored []byte
-	empty := true
-	err := s.view(func(txn *badger.Txn) error {
-		item, err := txn.Get(keySchema)
-		if err == nil {
-			stored, err = item.ValueCopy(nil)
-			return err
-		}
-		if !errors.Is(err, badger.ErrKeyNotFound) {
-			return err
-		}
-		it := txn.NewIterator(badger.IteratorOptions{})
-		defer it.Close()
-		it.Rewind()
-		empty = !it.Valid()
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("open state in %s: read schema version: %w", s.dir, err)
-	}
-	if stored == nil {
-		if !empty {
-			return fmt.Errorf("open state in %s: the database has data but no wf schema version: not a wf state directory", s.dir)
-		}
-		if s.opts.ReadOnly {
-			return nil
-		}
-		err := s.db.Update(func(txn *badger.Txn) error {
-			return txn.Set(keySchema, []byte(strconv.Itoa(record.SchemaVersion)))
-		})
-		if err != nil {
-			return fmt.Errorf("open state in %s: write schema version: %w", s.dir, err)
-		}
-		return nil
-	}
-	v, err := strconv.Atoi(string(stored))
-	if err != nil {
-		return fmt.Errorf("open state in %s: schema version %q is not a number: not a wf state directory", s.dir, stored)
-	}
-	switch {
-	case v > record.SchemaVersion:
-		return fmt.Errorf("state in %s uses schema %d; this wf supports %d: upgrade wf", s.dir, v, record.SchemaVersion)
-	case v != record.SchemaVersion:
-		return fmt.Errorf("state in %s uses schema %d; this wf supports %d: the state is too old for this wf (remove it or use an older wf)", s.dir, v, record.SchemaVersion)
-	}
-	return nil
-}
-
-// loadID reads the state's identity, creating it in a state that has none
-// (a new state, or one written by a wf from before identities).
-func (s *Store) loadID() error {
-	err := s.view(func(txn *badger.Txn) error {
-		item, err := txn.Get(keyID)
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		v, err := item.ValueCopy(nil)
-		if err != nil {
-			return err
-		}
-		if !validID(string(v)) {
-			return fmt.Errorf("state identity %q is not %d hex digits", v, idLen)
-		}
-		s.id = string(v)
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("open state in %s: read state identity: %w", s.dir, err)
-	}
-	if s.id != "" || s.opts.ReadOnly {
-		return nil
-	}
-	var raw [idLen / 2]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		return fmt.Errorf("open state in %s: create state identity: %w", s.dir, err)
-	}
-	id := hex.EncodeToString(raw[:])
-	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(keyID, []byte(id)) }); err != nil {
-		return fmt.Errorf("open state in %s: write state identity: %w", s.dir, err)
-	}
-	s.id = id
-	return nil
 }
 
 // idLen is the length of a state identity: 128 random bits in hex.
@@ -382,13 +225,16 @@ func validID(id string) bool {
 // moves and copies of the directory. Idempotency keys are derived from it,
 // so that two state directories with the same workflow, instance and
 // activity names never send the same key. It is "" only for a state opened
-// read-only that was written by a wf from before identities.
+// read-only that was written by a wf from before identities, or that does
+// not exist yet.
 func (s *Store) ID() string { return s.id }
 
 // Dir is the state directory.
 func (s *Store) Dir() string { return s.dir }
 
-// Close flushes and closes the database and releases the lock. It waits
+// Close makes the state durable and releases it: a writer lets Badger
+// flush its memtables, writes a checkpoint and deletes the log segments the
+// tables now hold, so a clean close leaves a nearly empty log. It waits
 // for reads and commits in flight; commits queued behind them fail with
 // ErrClosed.
 func (s *Store) Close() error {
@@ -398,35 +244,78 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	dberr := s.db.Close()
-	if dberr != nil {
-		dberr = fmt.Errorf("close state database: %w", dberr)
+	if s.w == nil {
+		return s.closeReader()
 	}
-	return errors.Join(dberr, s.log.close(), s.lock.release())
+	return s.closeWriter()
 }
 
-// view runs fn in a read transaction, converting Badger panics (corrupt
-// tables) into errors.
-func (s *Store) view(fn func(txn *badger.Txn) error) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("state database panicked (corrupt files?): %v", r)
+func (s *Store) closeWriter() error {
+	w := s.w
+	dbDir := filepath.Join(s.dir, dbName)
+	s.stopApplier()
+	failed := w.failure()
+	if failed != nil {
+		if free, err := freeBytes(dbDir); err == nil && free < spaceMargin(w.lsmBytes.Load(), 0) {
+			// Badger's close flushes its memtables into new tables, which
+			// on a full disk could fault. Everything committed is in the
+			// log, so leave Badger as it is; the lock stays held until
+			// this process exits, so no other wf opens the state while
+			// this one's database is still open.
+			return fmt.Errorf("state in %s was not closed cleanly (%w); the next wf apply recovers it from the log", s.dir, failed)
 		}
-	}()
-	return s.db.View(fn)
+	}
+	var errs []error
+	if err := s.db.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("close state database: %w", err))
+	} else if failed == nil {
+		if err := s.checkpoint(true); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := tightenDir(dbDir); err != nil {
+		errs = append(errs, err)
+	}
+	errs = append(errs, w.wal.close(), s.log.close(), s.lock.release())
+	return errors.Join(errs...)
+}
+
+// abandon closes what a failed Open had opened.
+func (s *Store) abandon() {
+	s.stopApplier()
+	if s.db != nil {
+		_ = s.db.Close()
+	}
+	if s.w != nil && s.w.wal != nil {
+		_ = s.w.wal.close()
+	}
+	_ = s.log.close()
+}
+
+// snapshot starts a read.
+func (s *Store) snapshot() *snapshot {
+	snap := &snapshot{ov: s.ov}
+	if s.db != nil {
+		snap.txn = s.db.NewTransaction(false)
+	}
+	return snap
 }
 
 // fileLogger sends Badger's warnings and errors to wf.log (and Logf), never
-// to the terminal the TUI is drawing on.
+// to the terminal the TUI is drawing on. A reader's logger has no file.
 type fileLogger struct {
 	mu    sync.Mutex
 	f     *os.File
 	extra func(format string, args ...any)
 }
 
-func openLog(path string, extra func(string, ...any)) (*fileLogger, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+func openLog(stateDir, path string, extra func(string, ...any)) (*fileLogger, error) {
+	f, err := openStateFile(stateDir, path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
+		return nil, fmt.Errorf("open log: %w", err)
+	}
+	if err := tightenFile(f); err != nil {
+		f.Close()
 		return nil, fmt.Errorf("open log: %w", err)
 	}
 	return &fileLogger{f: f, extra: extra}, nil
@@ -452,6 +341,9 @@ func (l *fileLogger) Infof(string, ...any)  {}
 func (l *fileLogger) Debugf(string, ...any) {}
 
 func (l *fileLogger) close() error {
+	if l == nil {
+		return nil
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.f == nil {

@@ -74,8 +74,9 @@ func TestRoundTripEveryRecord(t *testing.T) {
 	a1, a2 := act("order", "order-1001", "charge_card", true), act("order", "order-1001", "ship", false)
 	at := att("order", "order-1001", "charge_card", 1, 1)
 	b := &record.Budget{Name: "payment_api", Stamps: []time.Time{t0, t0.Add(time.Second)}}
+	br := &record.Breaker{Name: "payment_api", State: "open", Since: t0, HalfOpenAt: t0.Add(30 * time.Second), Epoch: 1}
 	commitT(t, s, record.Mutation{Instance: i}, record.Mutation{Activity: a1}, record.Mutation{Activity: a2},
-		record.Mutation{Attempt: at}, record.Mutation{Budget: b})
+		record.Mutation{Attempt: at}, record.Mutation{Budget: b}, record.Mutation{Breaker: br})
 	closeT(t, s)
 
 	s = openT(t, dir)
@@ -91,6 +92,7 @@ func TestRoundTripEveryRecord(t *testing.T) {
 			map[string]*record.Activity{"charge_card": a1, "ship": a2}},
 		{"attempts", func() (any, error) { return s.Attempts("order", "order-1001", "charge_card") }, []*record.Attempt{at}},
 		{"budgets", func() (any, error) { return s.Budgets() }, map[string]*record.Budget{"payment_api": b}},
+		{"breakers", func() (any, error) { return s.Breakers() }, map[string]*record.Breaker{"payment_api": br}},
 		{"timers", func() (any, error) { return s.PendingTimers() }, []*record.Activity{a1}},
 		{"absent instance", func() (any, error) { return s.Instance("order", "nope") }, (*record.Instance)(nil)},
 		{"no activities", func() (any, error) { return s.Activities("order", "nope") }, map[string]*record.Activity{}},
@@ -451,6 +453,7 @@ func TestReadOnly(t *testing.T) {
 func TestConcurrentCommit64(t *testing.T) {
 	dir := t.TempDir()
 	s := openT(t, dir)
+	b0, r0 := s.batches.Load(), s.batchedReqs.Load() // Open's own commit
 	const workers, each = 64, 20
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
@@ -474,7 +477,7 @@ func TestConcurrentCommit64(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Group commit merged calls: far fewer transactions than Commit calls.
-	if b, r := s.batches.Load(), s.batchedReqs.Load(); r != workers*each || b >= r {
+	if b, r := s.batches.Load()-b0, s.batchedReqs.Load()-r0; r != workers*each || b >= r {
 		t.Fatalf("%d batches carried %d commits, want %d commits in fewer batches", b, r, workers*each)
 	}
 	closeT(t, s)
@@ -544,6 +547,9 @@ func TestDecodeErrorNamesKey(t *testing.T) {
 	defer closeT(t, s)
 	commitT(t, s, record.Mutation{Activity: act("w", "k", "good", true)})
 	poke := func(k, v []byte) {
+		if err := s.w.waitApplied(); err != nil {
+			t.Fatal(err)
+		}
 		if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(k, v) }); err != nil {
 			t.Fatal(err)
 		}

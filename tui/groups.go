@@ -287,10 +287,3 @@ func (m *Model) groupSymbol(st status) (string, lipgloss.Style) {
 	}
 	return s.dim.Render("…"), s.dim
 }
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
-}

@@ -176,7 +176,7 @@ func (cmd *ApplyCommand) lockAndPlan(cfg *config.Config, workflow string, replac
 	if err != nil {
 		return nil, nil, err
 	}
-	store, err := statefile.Open(stateDir, statefile.Options{Command: "wf apply"})
+	store, err := statefile.Open(stateDir, statefile.Options{Command: "wf apply", LockTimeout: cmd.flags.lockTimeout})
 	if err != nil {
 		return nil, nil, err // names the state directory, or the holder of its lock
 	}

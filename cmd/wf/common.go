@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 
@@ -15,11 +16,12 @@ import (
 
 // commonFlags are the flags of every command that loads a configuration.
 type commonFlags struct {
-	vars     stringList
-	varFiles stringList
-	workflow string
-	stateDir string
-	noColor  bool
+	vars        stringList
+	varFiles    stringList
+	workflow    string
+	stateDir    string
+	noColor     bool
+	lockTimeout time.Duration
 }
 
 func (f *commonFlags) register(fs *flag.FlagSet) {
@@ -27,6 +29,19 @@ func (f *commonFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.varFiles, "var-file", "load variables from `FILE`: HCL attributes, or a JSON object when it ends in .json (repeatable)")
 	fs.StringVar(&f.workflow, "workflow", "", "only this workflow `NAME` (default: every workflow)")
 	f.registerState(fs)
+	switch fs.Name() {
+	case "wf plan", "wf apply":
+		// The configuration commands that hold the state's lock while
+		// they work.
+		f.registerLock(fs)
+	}
+}
+
+// registerLock registers -lock-timeout (Terraform's flag) for a command
+// that takes the state's lock: exclusive for apply and state rm, shared
+// for plan.
+func (f *commonFlags) registerLock(fs *flag.FlagSet) {
+	fs.DurationVar(&f.lockTimeout, "lock-timeout", 0, "wait up to `DURATION` (e.g. 30s) for another wf to release the state (default: fail at once)")
 }
 
 // loadOptions are the options for loading the configuration that the flags

@@ -2,15 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 
 	"github.com/wf-engine/wf/config"
 	"github.com/wf-engine/wf/planner"
 	"github.com/wf-engine/wf/statefile"
-	"github.com/wf-engine/wf/statefile/record"
 )
 
 // PlanCommand shows what wf apply would run, against the current state.
@@ -61,7 +57,7 @@ func (cmd *PlanCommand) Run(ctx context.Context, args []string) error {
 		Workflow: cmd.flags.workflow,
 		Replace:  cmd.replace,
 		Now:      c.now(),
-	}, cmd.flags.noColor)
+	}, &cmd.flags)
 	if err != nil {
 		return err
 	}
@@ -88,23 +84,18 @@ func (cmd *PlanCommand) Run(ctx context.Context, args []string) error {
 	return nil
 }
 
-// planReadOnly builds a plan against the state in stateDir without creating
-// it: a configuration that was never applied plans against empty state. A
-// state held by a running apply is an error, since its plan would be stale
+// planReadOnly builds a plan against the state in stateDir, opened
+// read-only: nothing in it is created or changed, and a configuration that
+// was never applied plans against empty state. A state held by a running
+// apply is an error (after -lock-timeout), since its plan would be stale
 // at once.
-func (c *CLI) planReadOnly(cfg *config.Config, stateDir string, opts planner.Options, noColor bool) (*planner.Plan, error) {
-	var reader planner.StateReader = emptyState{}
-	if _, err := os.Stat(stateDir); err == nil {
-		store, err := statefile.Open(stateDir, statefile.Options{Command: "wf plan", ReadOnly: true})
-		if err != nil {
-			return nil, err // names the state directory, or the holder of its lock
-		}
-		defer store.Close()
-		reader = store
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("open state: %w", err)
+func (c *CLI) planReadOnly(cfg *config.Config, stateDir string, opts planner.Options, flags *commonFlags) (*planner.Plan, error) {
+	store, err := statefile.Open(stateDir, statefile.Options{Command: "wf plan", ReadOnly: true, LockTimeout: flags.lockTimeout})
+	if err != nil {
+		return nil, err // names the state directory, or the holder of its lock
 	}
-	return c.buildPlan(cfg, reader, opts, noColor)
+	defer store.Close()
+	return c.buildPlan(cfg, store, opts, flags.noColor)
 }
 
 // buildPlan runs the planner and prints its diagnostics.
@@ -117,11 +108,4 @@ func (c *CLI) buildPlan(cfg *config.Config, reader planner.StateReader, opts pla
 		return nil, exitCode(exitError)
 	}
 	return plan, nil
-}
-
-// emptyState is the state of a configuration that was never applied.
-type emptyState struct{}
-
-func (emptyState) Activities(string, string) (map[string]*record.Activity, error) {
-	return map[string]*record.Activity{}, nil
 }

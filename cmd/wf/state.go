@@ -19,7 +19,7 @@ import (
 // errNoState is returned when a command that reads state finds none.
 var errNoState = errors.New("no state")
 
-// StateCommand dispatches `wf state list|show|rm`.
+// StateCommand dispatches `wf state list|show|rm|check`.
 type StateCommand struct {
 	cli *CLI
 }
@@ -32,6 +32,7 @@ Subcommands:
   list [DIR]             List every workflow instance with a status summary
   show INSTANCE [DIR]    Show every activity of an instance
   rm INSTANCE [DIR]      Forget an instance: its next apply starts afresh
+  check [DIR]            Verify every file and record of the state
 `
 
 // Run implements `wf state`.
@@ -49,6 +50,8 @@ func (cmd *StateCommand) Run(ctx context.Context, args []string) error {
 		sub = &StateShowCommand{cli: c}
 	case "rm":
 		sub = &StateRmCommand{cli: c}
+	case "check":
+		sub = &StateCheckCommand{cli: c}
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(c.Stderr, stateUsage)
 		return nil
@@ -60,26 +63,32 @@ func (cmd *StateCommand) Run(ctx context.Context, args []string) error {
 }
 
 // openState opens the existing state of the configuration in dir. It never
-// creates a state directory: reading commands have nothing to read there.
+// creates a state directory: reading commands have nothing to read there,
+// and a reader (readOnly) changes nothing in it.
 func (c *CLI) openState(flags *commonFlags, dir, command string, readOnly bool) (*statefile.Store, error) {
-	abs, err := absDir(dir)
+	stateDir, err := c.stateDirOf(flags, dir)
 	if err != nil {
 		return nil, err
 	}
-	stateDir, err := c.resolveStateDir(flags, abs)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := os.Stat(stateDir); errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Lstat(stateDir); errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%w in %s: wf apply creates it", errNoState, stateDir)
 	} else if err != nil {
 		return nil, fmt.Errorf("open state: %w", err)
 	}
-	store, err := statefile.Open(stateDir, statefile.Options{Command: command, ReadOnly: readOnly})
+	store, err := statefile.Open(stateDir, statefile.Options{Command: command, ReadOnly: readOnly, LockTimeout: flags.lockTimeout})
 	if err != nil {
 		return nil, err // names the state directory, or the holder of its lock
 	}
 	return store, nil
+}
+
+// stateDirOf is the state directory of the configuration in dir.
+func (c *CLI) stateDirOf(flags *commonFlags, dir string) (string, error) {
+	abs, err := absDir(dir)
+	if err != nil {
+		return "", err
+	}
+	return c.resolveStateDir(flags, abs)
 }
 
 // StateListCommand lists the instances in state.
@@ -316,6 +325,7 @@ func (cmd *StateRmCommand) Run(ctx context.Context, args []string) error {
 		"Remove INSTANCE (e.g. order/order-1001) with its activities, attempts and\ntimers from the state; the next wf apply runs it from scratch.")
 	cmd.flags.registerState(fs)
 	cmd.engine.register(fs, false)
+	cmd.flags.registerLock(fs)
 	wf, key, dir, err := parseInstanceDir(fs, args)
 	if err != nil {
 		return err
@@ -339,4 +349,79 @@ func (cmd *StateRmCommand) Run(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(c.Stdout, "Removed %s/%s.\n", wf, key)
 	return nil
+}
+
+// StateCheckCommand verifies a state.
+type StateCheckCommand struct {
+	cli     *CLI
+	flags   commonFlags
+	verbose bool
+}
+
+// Run implements `wf state check [DIR]`.
+func (cmd *StateCheckCommand) Run(_ context.Context, args []string) error {
+	c := cmd.cli
+	fs := c.newFlagSet("state check", "wf state check [options] [DIR]",
+		"Verify the state of the configuration in DIR (default \".\"): every log\nrecord's and table's checksum, the checkpoint, and every record decoded.\nIt changes nothing. Exit 0 when the state is healthy, 1 when it is damaged\n(the error says what is wrong).")
+	cmd.flags.registerState(fs)
+	cmd.flags.registerLock(fs)
+	fs.BoolVar(&cmd.verbose, "v", false, "also show the log, checkpoint and database files that were checked")
+	dir, err := parseDir(fs, args)
+	if err != nil {
+		return err
+	}
+	stateDir, err := c.stateDirOf(&cmd.flags, dir)
+	if err != nil {
+		return err
+	}
+	rep, err := statefile.Check(stateDir, statefile.Options{Command: "wf state check", LockTimeout: cmd.flags.lockTimeout})
+	if err != nil {
+		return err // names the state directory and what is wrong
+	}
+	writeCheckReport(c.Stdout, rep, cmd.verbose)
+	return nil
+}
+
+// writeCheckReport prints what the state holds; with verbose, also how it
+// is stored (which changes with checkpoints and crashes, not with what
+// was committed).
+func writeCheckReport(w io.Writer, r *statefile.CheckReport, verbose bool) {
+	if !r.Exists {
+		fmt.Fprintf(w, "No state in %s yet: nothing to check (wf apply creates it).\n", r.Dir)
+		return
+	}
+	fmt.Fprintf(w, "State in %s is healthy.\n", r.Dir)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	switch r.Schema {
+	case 2:
+		fmt.Fprintf(tw, "  schema\t2 (log, checkpoint, database)\n")
+	case 1:
+		fmt.Fprintf(tw, "  schema\t1 (database only, from an older wf; the next wf apply adds the log)\n")
+	default:
+		fmt.Fprintf(tw, "  schema\tnone yet (nothing was ever committed)\n")
+	}
+	if r.Identity != "" {
+		fmt.Fprintf(tw, "  identity\t%s\n", r.Identity)
+	}
+	if verbose && r.Schema == 2 {
+		fmt.Fprintf(tw, "  log\t%d %s, sequences up to %d; the database's tables hold up to %d, %d %s after that\n",
+			r.LogSegments, plural(r.LogSegments, "segment", "segments"), r.LogLast, r.Checkpoint, r.Replayed, plural(r.Replayed, "record", "records"))
+	}
+	if verbose {
+		fmt.Fprintf(tw, "  database\t%d %s verified, %d value %s\n", r.Tables, plural(r.Tables, "table", "tables"), r.ValueLogs, plural(r.ValueLogs, "log", "logs"))
+	}
+	fmt.Fprintf(tw, "  records\t%d %s, %d %s (%d with a timer), %d %s, %d %s, %d %s, %d %s: all decoded\n",
+		r.Instances, plural(r.Instances, "instance", "instances"),
+		r.Activities, plural(r.Activities, "activity", "activities"), r.Timers,
+		r.Attempts, plural(r.Attempts, "attempt", "attempts"),
+		r.Budgets, plural(r.Budgets, "budget", "budgets"),
+		r.Breakers, plural(r.Breakers, "breaker", "breakers"),
+		r.Spawns, plural(r.Spawns, "spawn", "spawns"))
+	if r.TornRecord > 0 {
+		fmt.Fprintf(tw, "  note\tlog record %d was cut short by a crash; it was never acknowledged, and the next wf apply clears it\n", r.TornRecord)
+	}
+	if verbose && r.Residue > 0 {
+		fmt.Fprintf(tw, "  note\t%d %s left by a crash (memtable logs, unlisted tables, covered log segments); the next wf apply removes them\n", r.Residue, plural(r.Residue, "file", "files"))
+	}
+	_ = tw.Flush()
 }

@@ -17,6 +17,7 @@ workflow "order" {
         API_THROTTLE  = "${var.api_throttle}"
         API_FAIL      = "${var.api_fail}"
         API_SHIP_FAIL = "${var.ship_fail}"
+        API_OUTAGE    = var.api_outage
         API_IDLE      = "60s"
       }
     }

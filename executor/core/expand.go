@@ -88,6 +88,10 @@ func (c *Core) buildInstance(in *inst, spec Instance) {
 			}
 			g.grp.expanded = true
 		}
+		// The group goes through its elements' breakers (so they are
+		// ticked even when the elements are known only later); it never
+		// starts an attempt itself.
+		c.gatesOf(g)
 		g.order = len(c.all)
 		in.byName[ac.Name] = g
 		in.acts = append(in.acts, g)
@@ -128,6 +132,7 @@ func (c *Core) newAct(in *inst, ac *config.Activity, modes map[string]Mode) *act
 			break
 		}
 	}
+	c.gatesOf(a)
 	in.byName[ac.Name] = a
 	in.acts = append(in.acts, a)
 	c.all = append(c.all, a)

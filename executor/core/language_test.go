@@ -69,7 +69,8 @@ func (h *harness) eventsOf(t event.Type) []event.Event {
 	return out
 }
 
-func startedNames(r Ready) []string {
+// sortedStarted lists the activities a step started, sorted.
+func sortedStarted(r Ready) []string {
 	var out []string
 	for _, s := range r.Start {
 		out = append(out, s.Activity)
@@ -95,7 +96,7 @@ func TestForEachStatic(t *testing.T) {
 }`)
 	h := realHarness(t, wf, nil, nil)
 	r := h.start()
-	if got := startedNames(r); strings.Join(got, " ") != `fetch["a"] fetch["b"] fetch["c"]` {
+	if got := sortedStarted(r); strings.Join(got, " ") != `fetch["a"] fetch["b"] fetch["c"]` {
 		t.Fatalf("started %v", got)
 	}
 	plan := eventsOf(r, event.Plan)[0]
@@ -120,7 +121,7 @@ func TestForEachStatic(t *testing.T) {
 	h.succeed(`fetch["a"]`, `{"stdout":"A"}`)
 	r = h.succeed(`fetch["c"]`, `{"stdout":"C"}`)
 	if len(r.Start) != 0 {
-		t.Fatalf("report started before every element ended: %v", startedNames(r))
+		t.Fatalf("report started before every element ended: %v", sortedStarted(r))
 	}
 	r = h.succeed(`fetch["b"]`, `{"stdout":"B"}`)
 	if len(r.Start) != 1 || strings.Join(r.Start[0].Spec.Exec.Command, " ") != "report A B C B" {
@@ -161,11 +162,11 @@ func TestForEachFromUpstream(t *testing.T) {
 	if len(plan.Activities) != 2 || plan.Activities[1].Activity != "activity.fetch" || strings.Join(plan.Activities[1].KnownAfter, ",") != "activity.list" {
 		t.Fatalf("plan %+v", plan.Activities)
 	}
-	if got := startedNames(r); strings.Join(got, ",") != "list" {
+	if got := sortedStarted(r); strings.Join(got, ",") != "list" {
 		t.Fatalf("started %v", got)
 	}
 	r = h.succeed("list", `{"result":["b","a","b"]}`)
-	if got := startedNames(r); strings.Join(got, " ") != `fetch["a"] fetch["b"]` {
+	if got := sortedStarted(r); strings.Join(got, " ") != `fetch["a"] fetch["b"]` {
 		t.Fatalf("after list: %v", got)
 	}
 	exp := eventsOf(r, event.ActivityExpanded)
@@ -321,7 +322,7 @@ workflow "w" {
 }`)
 	h := realHarness(t, wf, nil, nil)
 	r := h.start()
-	if got := startedNames(r); strings.Join(got, ",") != `c["x"]` {
+	if got := sortedStarted(r); strings.Join(got, ",") != `c["x"]` {
 		t.Fatalf("started %v", got)
 	}
 	var reasons []string

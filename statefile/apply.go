@@ -1,0 +1,142 @@
+package statefile
+
+import (
+	"fmt"
+	"sync"
+	"time"
+)
+
+// The applier applies log records to Badger, one goroutine, in sequence
+// order, behind the group-commit leader: a commit is acknowledged once its
+// record is synced in the log, and the next leader writes and syncs the
+// next record while this one is applied. Every read first waits until
+// every acknowledged record is applied, so reads in the process still see
+// every acknowledged commit. At most applyQueue records wait to be
+// applied; a leader with more waits (back-pressure).
+//
+// A record that cannot be applied is still in the log, so nothing
+// acknowledged is lost (the next Open replays it); the store refuses
+// further writes and reads fail, since the database no longer shows
+// everything committed.
+
+const applyQueue = 2
+
+type applyJob struct {
+	seq    uint64
+	groups [][]op
+	sync   bool
+	bytes  int
+}
+
+func newWriterState() *writerState {
+	w := &writerState{allocated: map[string]bool{}}
+	w.applyCond = sync.NewCond(&w.mu)
+	return w
+}
+
+func (s *Store) startApplier() {
+	w := s.w
+	w.jobs = make(chan applyJob, applyQueue)
+	w.applierDone = make(chan struct{})
+	go s.applyLoop()
+}
+
+func (s *Store) enqueueApply(j applyJob) {
+	w := s.w
+	w.mu.Lock()
+	w.queued = j.seq
+	w.mu.Unlock()
+	w.jobs <- j
+}
+
+func (s *Store) applyLoop() {
+	w := s.w
+	defer close(w.applierDone)
+	for j := range w.jobs {
+		w.mu.Lock()
+		broken := w.applyErr != nil
+		w.mu.Unlock()
+		if !broken {
+			s.applyOne(j)
+		}
+		w.mu.Lock()
+		w.applied = j.seq
+		w.applyCond.Broadcast()
+		w.mu.Unlock()
+	}
+}
+
+func (s *Store) applyOne(j applyJob) {
+	w := s.w
+	t0 := time.Now()
+	groups := j.groups
+	if j.sync {
+		// Only a synced record may be named by the database's sequence:
+		// the checkpoint and the checks at open rely on the log holding
+		// everything up to it.
+		groups = append(groups, []op{seqOp(j.seq)})
+	}
+	err := s.write(groups)
+	w.applyTime += time.Since(t0)
+	if err == nil {
+		w.unlisted += j.bytes
+		if w.unlisted >= memTableSize/4 {
+			err = s.refreshDB()
+		}
+	}
+	w.mu.Lock()
+	if err == nil && j.sync {
+		w.metaSeq = j.seq
+	}
+	w.mu.Unlock()
+	if err != nil {
+		err = s.writeFailed(fmt.Errorf("apply log record %d to the database: %w", j.seq, err))
+		w.mu.Lock()
+		w.applyErr = err
+		w.mu.Unlock()
+	}
+}
+
+// waitApplied waits until every record written before the call is
+// applied (later ones do not hold it up), and says whether one could not
+// be.
+func (w *writerState) waitApplied() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	target := w.queued
+	for w.applied < target {
+		w.applyCond.Wait()
+	}
+	return w.applyErr
+}
+
+// stopApplier lets the applier finish what is queued and stop.
+func (s *Store) stopApplier() {
+	w := s.w
+	if w == nil || w.jobs == nil {
+		return
+	}
+	close(w.jobs)
+	<-w.applierDone
+	w.jobs = nil
+}
+
+func (w *writerState) fail(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.failed == nil {
+		w.failed = err
+	}
+}
+
+func (w *writerState) failure() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.failed
+}
+
+func (w *writerState) lastMetaSeq() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.metaSeq
+}

@@ -1,0 +1,39 @@
+package statefile
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/wf-engine/wf/statefile/record"
+)
+
+// TestBigValuesDoNotGrowTheLog: outputs big enough for Badger's value log
+// barely fill memtables, so Badger would not flush on its own; the store
+// makes it, and the log stays bounded.
+func TestBigValuesDoNotGrowTheLog(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), ".wf")
+	s := openT(t, dir)
+	big := strings.Repeat("v", 200<<10)
+	for i := range 150 { // 30 MiB of outputs
+		a := act("w", "k", fmt.Sprintf("a%d", i), false)
+		a.Outputs = json.RawMessage(fmt.Sprintf(`{"stdout":%q}`, big))
+		commitT(t, s, record.Mutation{Activity: a})
+	}
+	segs, _ := filepath.Glob(filepath.Join(dir, walName, "*.wal"))
+	if n := int64(len(segs)) * defaultSegmentSize; n > maxRetainedLog+2*defaultSegmentSize {
+		t.Fatalf("%d log segments (%d MiB) kept for 30 MiB of big values", len(segs), n>>20)
+	}
+	if s.w.cp.flushed == 0 {
+		t.Fatal("the checkpoint never moved")
+	}
+	closeT(t, s)
+	s = openT(t, dir)
+	defer closeT(t, s)
+	acts, err := s.Activities("w", "k")
+	if err != nil || len(acts) != 150 {
+		t.Fatalf("%d activities, %v", len(acts), err)
+	}
+}

@@ -1,0 +1,5 @@
+//go:build race
+
+package statefile
+
+const raceEnabled = true

@@ -121,10 +121,14 @@ var unknownEach = cty.ObjectVal(map[string]cty.Value{"key": cty.UnknownVal(cty.S
 // written.
 func evalForEach(expr hcl.Expression, ctx *hcl.EvalContext, b *budget, rng hcl.Range) ([]Element, bool, *hcl.Diagnostic, hcl.Diagnostics) {
 	if call, ok := expr.(*hclsyntax.FunctionCallExpr); ok && call.Name == "toset" && len(call.Args) == 1 && !call.ExpandFinal {
-		if arg, d := evaluate(call.Args[0], ctx, b); !d.HasErrors() {
-			if els, ok := stringElements(arg); ok {
-				return els, true, nil, d
-			}
+		arg, d := evaluate(call.Args[0], ctx, b)
+		if d.HasErrors() {
+			// Evaluating it again as written would fail the same way, or
+			// (the budget spent and reported) quietly give an unknown.
+			return nil, true, nil, d
+		}
+		if els, ok := stringElements(arg); ok {
+			return els, true, nil, d
 		}
 	}
 	v, d := evaluate(expr, ctx, b)

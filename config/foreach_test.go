@@ -245,3 +245,15 @@ func TestToSetIsLinear(t *testing.T) {
 		t.Errorf("%d elements", len(els))
 	}
 }
+
+// A for_each too expensive to evaluate is an error, not an activity
+// quietly without for_each (toset's fast path used to drop the budget's
+// diagnostic and evaluate again, which then gave an unknown).
+func TestForEachOverBudget(t *testing.T) {
+	src := wrap("  activity \"a\" {\n    for_each = toset(flatten([for a in range(1000) : [for b in range(1000) : format(\"k%d-%d\", a, b)]]))\n    exec { command = [\"true\", each.key] }\n  }\n")
+	_, diags := load(t, src, LoadOptions{})
+	errs := errorsOf(diags)
+	if len(errs) != 1 || errs[0].Summary != "Configuration too expensive to evaluate" {
+		t.Fatalf("want one budget error, got %v", diags)
+	}
+}

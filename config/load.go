@@ -262,12 +262,18 @@ func (l *loader) hash() (string, error) {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		v, _ := l.varVals[n].UnmarkDeep()
+		// Variables are marked sensitive at the top only (a deep unmark
+		// would walk, and for a set sort, the whole value once more).
+		v, _ := l.varVals[n].Unmark()
 		ty, err := ctyjson.MarshalType(v.Type())
 		if err != nil {
 			return "", fmt.Errorf("hash variable %s: %w", n, err)
 		}
 		val, err := ctyjson.Marshal(v, v.Type())
+		if err != nil && v.ContainsMarked() {
+			v, _ = v.UnmarkDeep()
+			val, err = ctyjson.Marshal(v, v.Type())
+		}
 		if err != nil {
 			return "", fmt.Errorf("hash variable %s: %w", n, err)
 		}

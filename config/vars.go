@@ -207,12 +207,34 @@ func (l *loader) convertVar(v *variable, val cty.Value, rng hcl.Range, what stri
 			"%s of variable %q does not match its type %s: %s.", capitalize(what), v.name, typeexpr.TypeString(v.ty), convertMsg(err))
 		return cty.DynamicVal, false
 	}
-	// A conversion can make a number of a string ("1e9999999").
-	if le := checkValue(l.budget, out, plainCost); le != nil {
+	// A conversion can make a number of a string ("1e9999999"), so the
+	// result is checked, unless it is strings made of strings: walking a
+	// set means sorting it, and the given list costs the same or more.
+	checked := out
+	if stringsOfStrings(val, out) {
+		checked = val
+	}
+	if le := checkValue(l.budget, checked, plainCost); le != nil {
 		l.addDiags(hcl.Diagnostics{valueDiag(le, rng)})
 		return cty.DynamicVal, false
 	}
 	return out, true
+}
+
+// stringsOfStrings reports whether out, a conversion of in, is a list or set
+// of strings converted from a list or tuple of known strings: then out is
+// in, less any duplicates.
+func stringsOfStrings(in, out cty.Value) bool {
+	ot, it := out.Type(), in.Type()
+	if in.IsMarked() || !in.IsKnown() || in.IsNull() || !(ot.IsSetType() || ot.IsListType()) || ot.ElementType() != cty.String || !(it.IsListType() || it.IsTupleType()) {
+		return false
+	}
+	for _, e := range in.AsValueSlice() {
+		if e.IsMarked() || !e.IsKnown() || e.IsNull() || e.Type() != cty.String {
+			return false
+		}
+	}
+	return true
 }
 
 func capitalize(s string) string {

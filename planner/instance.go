@@ -204,7 +204,7 @@ func (p *instancePlanner) forEach(a *config.Activity) ([]ActivityPlan, hcl.Diagn
 		return []ActivityPlan{ap}, nil
 	}
 	p.elems[a.Name] = els
-	var out []ActivityPlan
+	out := make([]ActivityPlan, 0, len(els))
 	var diags hcl.Diagnostics
 	agg := ActionUnchanged
 	for _, el := range els {

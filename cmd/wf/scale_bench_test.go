@@ -4,11 +4,18 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // The scale benchmarks run wf on one workflow of N activities, in two
@@ -18,8 +25,9 @@ import (
 // holds at most 400,000 tokens (config.MaxTokens), about 10,000 such blocks.
 // "fanout": one activity with for_each over N keys read from a
 // *.auto.wfvars.json file (an HCL for expression over 100,000 elements
-// exceeds config.BudgetSteps), between an upstream it reads a result of and
-// a downstream that depends on all of it. The figures are whole processes
+// exceeds config.BudgetSteps), an HTTP GET of a local server per element,
+// between an upstream it reads a result of and a downstream that depends
+// on all of it. The figures are whole processes
 // of the real binary (wall time and the child's peak RSS) and the state's
 // size on disk.
 //
@@ -64,9 +72,15 @@ const scaleFanOutConfig = `variable "keys" {
   type = set(string)
 }
 
+variable "url" {
+  type    = string
+  default = "http://127.0.0.1:9"
+}
+
 retry_policy "std" {
   initial_interval = "1s"
-  maximum_attempts = 3
+  maximum_interval = "2s"
+  maximum_attempts = 10
 }
 
 workflow "fan" {
@@ -75,7 +89,7 @@ workflow "fan" {
   }
   activity "work" {
     for_each = var.keys
-    exec { command = ["true", each.key, activity.up.result.flag] }
+    http { url = "${var.url}/${each.key}?flag=${activity.up.result.flag}" }
     retry    = retry_policy.std
   }
   activity "after" {
@@ -148,6 +162,235 @@ func BenchmarkScaleInProcess(b *testing.B) {
 					b.Fatalf("wf %s: exit %d", cmd, code)
 				}
 			}
+		})
+	}
+}
+
+// scaleServer answers the fan-out's GETs: 503 while failing is set, else
+// 200. It counts requests and notes when the first one after mark came.
+type scaleServer struct {
+	*httptest.Server
+	failing  atomic.Bool
+	requests atomic.Int64
+	mark     atomic.Int64 // unix nanoseconds; 0 = not armed
+	first    atomic.Int64 // unix nanoseconds of the first request after mark
+}
+
+func newScaleServer(b *testing.B) *scaleServer {
+	s := &scaleServer{}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.requests.Add(1)
+		if s.mark.Load() != 0 {
+			s.first.CompareAndSwap(0, time.Now().UnixNano())
+		}
+		if s.failing.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte(`{"ok": true}`))
+	}))
+	b.Cleanup(s.Close)
+	return s
+}
+
+// figures is one whole-process run of wf: wall time, CPU (user + system)
+// and peak RSS of the child.
+type figures struct {
+	wall, cpu time.Duration
+	rss       int64
+}
+
+// runScale runs the wf binary in dir and returns its figures.
+func runScale(b *testing.B, dir string, args ...string) figures {
+	b.Helper()
+	cmd := exec.Command(durBinary(b), args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "NO_COLOR=1")
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	wall := time.Since(start)
+	if err != nil && cmd.ProcessState.ExitCode() != 2 {
+		b.Fatalf("wf %v: %v\n%.2000s", args, err, out)
+	}
+	return childFigures(cmd, wall)
+}
+
+func childFigures(cmd *exec.Cmd, wall time.Duration) figures {
+	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	return figures{wall: wall, cpu: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), rss: ru.Maxrss * 1024}
+}
+
+// report reports the figures of one run per iteration (the benchmarks run
+// with -benchtime 1x; -count gives the rounds).
+func (f figures) report(b *testing.B, n int) {
+	b.ReportMetric(float64(f.wall.Milliseconds()), "wall_ms")
+	b.ReportMetric(float64(f.cpu.Milliseconds()), "cpu_ms")
+	b.ReportMetric(float64(f.rss)/(1<<20), "peak_rss_MB")
+	b.ReportMetric(float64(f.rss)/1024/float64(n), "rss_KB/activity")
+	b.ReportMetric(float64(f.cpu.Microseconds())/float64(n), "cpu_us/activity")
+}
+
+// dirSize is the bytes the files under dir take on disk (allocated
+// blocks, as du counts them: the store preallocates sparse files).
+func dirSize(b *testing.B, dir string) int64 {
+	var n int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if info, err := d.Info(); err == nil && !d.IsDir() {
+			if st, ok := info.Sys().(*syscall.Stat_t); ok {
+				n += st.Blocks * 512
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return n
+}
+
+func reportLoad(b *testing.B) {
+	if l, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if f := strings.Fields(string(l)); len(f) > 0 {
+			if v, err := strconv.ParseFloat(f[0], 64); err == nil {
+				b.ReportMetric(v, "loadavg")
+			}
+		}
+	}
+}
+
+// scaleShapes are the shapes a plan benchmark runs at n: blocks only up to
+// 10,000 (the token limit of one file).
+func scaleShapes(n int) []string {
+	if n <= 10000 {
+		return []string{"blocks", "fanout"}
+	}
+	return []string{"fanout"}
+}
+
+// BenchmarkScalePlan: `wf plan` of a fresh configuration of n activities.
+func BenchmarkScalePlan(b *testing.B) {
+	for _, n := range scaleSizes(b) {
+		for _, shape := range scaleShapes(n) {
+			b.Run(fmt.Sprintf("shape=%s/n=%d", shape, n), func(b *testing.B) {
+				dir := b.TempDir()
+				scaleShape(b, dir, shape, n)
+				for b.Loop() {
+					f := runScale(b, dir, "plan", "-no-color", ".")
+					f.report(b, n)
+				}
+				reportLoad(b)
+			})
+		}
+	}
+}
+
+// BenchmarkScaleValidate: `wf validate` of n activities.
+func BenchmarkScaleValidate(b *testing.B) {
+	for _, n := range scaleSizes(b) {
+		for _, shape := range scaleShapes(n) {
+			b.Run(fmt.Sprintf("shape=%s/n=%d", shape, n), func(b *testing.B) {
+				dir := b.TempDir()
+				scaleShape(b, dir, shape, n)
+				for b.Loop() {
+					f := runScale(b, dir, "validate", ".")
+					f.report(b, n)
+				}
+				reportLoad(b)
+			})
+		}
+	}
+}
+
+// BenchmarkScaleApply: `wf apply` of the fan-out of n elements, every GET
+// answered at once, at -parallelism 100; then the plan of the state it
+// leaves (all unchanged) and the state's size on disk.
+func BenchmarkScaleApply(b *testing.B) {
+	for _, n := range scaleSizes(b) {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			srv := newScaleServer(b)
+			var state int64
+			var plan figures
+			for b.Loop() {
+				dir := b.TempDir()
+				scaleShape(b, dir, "fanout", n)
+				f := runScale(b, dir, "apply", "-auto-approve", "-parallelism", "100", "-var", "url="+srv.URL, ".")
+				f.report(b, n)
+				state = dirSize(b, filepath.Join(dir, ".wf"))
+				plan = runScale(b, dir, "plan", "-detailed-exitcode", "-var", "url="+srv.URL, ".")
+			}
+			b.ReportMetric(float64(state)/(1<<20), "state_MB")
+			b.ReportMetric(float64(state)/float64(n), "state_B/activity")
+			b.ReportMetric(float64(plan.wall.Milliseconds()), "unchanged_plan_wall_ms")
+			b.ReportMetric(float64(plan.cpu.Milliseconds()), "unchanged_plan_cpu_ms")
+			b.ReportMetric(float64(plan.rss)/(1<<20), "unchanged_plan_rss_MB")
+			reportLoad(b)
+		})
+	}
+}
+
+// BenchmarkScaleRecover: an apply of the fan-out of n elements whose GETs
+// all fail (503) is killed with SIGKILL once every element has failed its
+// first attempt and the records are durable, leaving n retry timers; by
+// the time wf apply runs again they are all due. It reports the time from
+// the restart to the first retried request the server sees
+// (first_retry_ms), and to the end of the apply once the server answers
+// again (recover_ms), with the restarted process's CPU and peak RSS.
+func BenchmarkScaleRecover(b *testing.B) {
+	for _, n := range scaleSizes(b) {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			srv := newScaleServer(b)
+			var state int64
+			for b.Loop() {
+				b.StopTimer()
+				dir := b.TempDir()
+				scaleShape(b, dir, "fanout", n)
+				srv.failing.Store(true)
+				srv.mark.Store(0)
+				srv.first.Store(0)
+				srv.requests.Store(0)
+				args := []string{"apply", "-auto-approve", "-parallelism", "100", "-var", "url=" + srv.URL, "."}
+				cmd := exec.Command(durBinary(b), args...)
+				cmd.Dir = dir
+				cmd.Env = append(os.Environ(), "NO_COLOR=1")
+				if err := cmd.Start(); err != nil {
+					b.Fatal(err)
+				}
+				for srv.requests.Load() < int64(n) {
+					time.Sleep(20 * time.Millisecond)
+				}
+				// Group commit makes a result durable within milliseconds;
+				// 1 s of margin on a loaded machine.
+				time.Sleep(time.Second)
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+				// Every timer due (maximum_interval 2s) before the restart.
+				time.Sleep(2 * time.Second)
+				state = dirSize(b, filepath.Join(dir, ".wf"))
+				srv.failing.Store(false)
+				b.StartTimer()
+
+				start := time.Now()
+				srv.mark.Store(start.UnixNano())
+				re := exec.Command(durBinary(b), args...)
+				re.Dir = dir
+				re.Env = cmd.Env
+				if out, err := re.CombinedOutput(); err != nil {
+					b.Fatalf("restarted apply: %v\n%.2000s", err, out)
+				}
+				f := childFigures(re, time.Since(start))
+				if srv.first.Load() == 0 {
+					b.Fatal("the restarted apply retried nothing")
+				}
+				b.ReportMetric(float64(time.Duration(srv.first.Load()-start.UnixNano()).Milliseconds()), "first_retry_ms")
+				b.ReportMetric(float64(f.wall.Milliseconds()), "recover_ms")
+				b.ReportMetric(float64(f.cpu.Milliseconds()), "cpu_ms")
+				b.ReportMetric(float64(f.rss)/(1<<20), "peak_rss_MB")
+			}
+			b.ReportMetric(float64(state)/(1<<20), "state_MB")
+			reportLoad(b)
 		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -231,6 +232,9 @@ func (l *loader) loadActivity(w *Workflow, b *hcl.Block, names map[string]bool, 
 				refs, ok := l.checkRefs(attr.Expr, kindScope)
 				attrsOK = attrsOK && ok
 				deps = append(deps, refs...)
+				for _, r := range refs {
+					a.ResolveDeps = append(a.ResolveDeps, r.name)
+				}
 			}
 			if a.Kind == KindExec {
 				_, hasCmd := kc.Attributes["command"]
@@ -277,6 +281,8 @@ func (l *loader) loadActivity(w *Workflow, b *hcl.Block, names map[string]bool, 
 		}
 	}
 	sort.Strings(a.DependsOn)
+	sort.Strings(a.ResolveDeps)
+	a.ResolveDeps = slices.Compact(a.ResolveDeps)
 
 	if attr, ok := content.Attributes["timeout"]; ok {
 		if v, ok := l.evalStatic(attr.Expr, outside); ok && !v.IsNull() {

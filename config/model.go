@@ -129,6 +129,11 @@ type Activity struct {
 	// DependsOn lists every upstream activity: explicit depends_on plus every
 	// activity.NAME referenced by the activity's expressions; sorted, unique.
 	DependsOn []string
+	// ResolveDeps lists the upstream activities whose outputs the kind
+	// block refers to: all that Resolve needs in its upstream map (a
+	// depends_on alone orders, it passes no data). Sorted, unique, a
+	// subset of DependsOn.
+	ResolveDeps []string
 	// DependsOnRanges gives, per upstream name, the range of the first
 	// reference or depends_on entry (for cycle diagnostics).
 	DependsOnRanges map[string]hcl.Range

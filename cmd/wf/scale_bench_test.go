@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -140,26 +141,37 @@ func scaleSizes(b *testing.B) []int {
 	return sizes
 }
 
-// BenchmarkScaleInProcess runs `wf CMD` in this process so that
-// -cpuprofile and -memprofile see config, planner and core (SCALE_CMD:
-// validate or plan; default plan; SCALE_SHAPE: blocks or fanout, default
-// fanout).
+// BenchmarkScaleInProcess runs wf in this process so that -cpuprofile and
+// -memprofile see config, planner and core. SCALE_ARGS is the command line
+// (default "plan"; e.g. "validate", "apply -auto-approve -parallelism
+// 100"), given the fan-out's server URL and the directory; SCALE_SHAPE:
+// blocks or fanout (default).
+//
+//	SCALE_N=100000 SCALE_ARGS="apply -auto-approve -parallelism 100" \
+//	  go test ./cmd/wf -run '^$' -bench ScaleInProcess -benchtime 1x -cpuprofile cpu.out
 func BenchmarkScaleInProcess(b *testing.B) {
-	cmd := os.Getenv("SCALE_CMD")
-	if cmd == "" {
-		cmd = "plan"
+	args := strings.Fields(os.Getenv("SCALE_ARGS"))
+	if len(args) == 0 {
+		args = []string{"plan"}
 	}
 	shape := os.Getenv("SCALE_SHAPE")
 	if shape == "" {
 		shape = "fanout"
 	}
+	srv := newScaleServer(b)
 	for _, n := range scaleSizes(b) {
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
-			dir := b.TempDir()
-			scaleShape(b, dir, shape, n)
 			for b.Loop() {
-				if code := run(context.Background(), []string{cmd, "-no-color", dir}, strings.NewReader(""), io.Discard, io.Discard, os.Environ()); code != 0 {
-					b.Fatalf("wf %s: exit %d", cmd, code)
+				b.StopTimer()
+				dir := b.TempDir()
+				scaleShape(b, dir, shape, n)
+				b.StartTimer()
+				argv := append(slices.Clone(args), "-no-color", dir)
+				if shape == "fanout" && args[0] != "validate" {
+					argv = append(slices.Clone(args), "-no-color", "-var", "url="+srv.URL, dir)
+				}
+				if code := run(context.Background(), argv, strings.NewReader(""), io.Discard, io.Discard, os.Environ()); code != 0 {
+					b.Fatalf("wf %v: exit %d", argv, code)
 				}
 			}
 		})

@@ -227,8 +227,10 @@ func workflow(acts ...*config.Activity) *config.Workflow {
 	return w
 }
 
+// execAct is an exec activity whose command reads the outputs of each of
+// deps.
 func execAct(name string, rules []retry.Rule, deps ...string) *config.Activity {
-	return &config.Activity{Name: name, Kind: config.KindExec, Rules: rules, DependsOn: deps, Timeout: 30 * time.Second}
+	return &config.Activity{Name: name, Kind: config.KindExec, Rules: rules, DependsOn: deps, ResolveDeps: deps, Timeout: 30 * time.Second}
 }
 
 func sleepAct(name string, deps ...string) *config.Activity {

@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/zclconf/go-cty/cty"
@@ -36,8 +37,14 @@ func (c *Core) pump() {
 }
 
 func (c *Core) startAttempt(a *act) {
-	upstream := make(map[string]cty.Value, len(a.up))
+	upstream := make(map[string]cty.Value, len(a.cfg.ResolveDeps))
 	for _, u := range a.up {
+		// Only what the kind block reads: the value of an upstream named
+		// by depends_on alone is never used, and that of a fan-out
+		// decodes the outputs of every element.
+		if _, reads := slices.BinarySearch(a.cfg.ResolveDeps, u.cfg.Name); !reads {
+			continue
+		}
 		v, err := c.upstreamValue(u, false)
 		if err != nil {
 			c.release(a, nil)

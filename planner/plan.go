@@ -256,8 +256,10 @@ func changedUpstream(a *config.Activity, actions map[string]Action) string {
 // resolveDef resolves a with its upstream outputs as stored in state, to
 // compare its definition with the stored hash.
 func (p *instancePlanner) resolveDef(a *config.Activity) (*config.Resolved, hcl.Diagnostics) {
-	upstream := make(map[string]cty.Value, len(a.DependsOn))
-	for _, up := range a.DependsOn {
+	// Only what the kind block reads: the value of a fan-out named by
+	// depends_on alone would decode every element's stored outputs.
+	upstream := make(map[string]cty.Value, len(a.ResolveDeps))
+	for _, up := range a.ResolveDeps {
 		v, ok, err := p.value(up, false)
 		if err != nil {
 			return nil, hcl.Diagnostics{{

@@ -204,3 +204,28 @@ variable "d" { default = "d0" }
 }
 
 func writeFile(path, content string) error { return os.WriteFile(path, []byte(content), 0o644) }
+
+// A conversion that can only keep or drop strings is cost-checked as its
+// input (walking a set sorts it); one that can make numbers is checked as
+// its result.
+func TestStringsOfStrings(t *testing.T) {
+	strs := cty.TupleVal([]cty.Value{cty.StringVal("a"), cty.StringVal("a")})
+	tests := []struct {
+		name    string
+		in, out cty.Value
+		want    bool
+	}{
+		{"tuple to set", strs, cty.SetVal([]cty.Value{cty.StringVal("a")}), true},
+		{"tuple to list", strs, cty.ListVal([]cty.Value{cty.StringVal("a"), cty.StringVal("a")}), true},
+		{"to numbers", cty.TupleVal([]cty.Value{cty.StringVal("1e9999999")}), cty.ListVal([]cty.Value{cty.NumberIntVal(1)}), false},
+		{"numbers to strings", cty.TupleVal([]cty.Value{cty.NumberIntVal(1)}), cty.SetVal([]cty.Value{cty.StringVal("1")}), false},
+		{"unknown element", cty.TupleVal([]cty.Value{cty.UnknownVal(cty.String)}), cty.SetVal([]cty.Value{cty.UnknownVal(cty.String)}), false},
+		{"map", cty.ObjectVal(map[string]cty.Value{"a": cty.StringVal("a")}), cty.MapVal(map[string]cty.Value{"a": cty.StringVal("a")}), false},
+	}
+	for _, tt := range tests {
+		if got := stringsOfStrings(tt.in, tt.out); got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
+	}
+
+}

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
@@ -17,7 +19,11 @@ import (
 
 var workflowSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{{Name: "key"}},
-	Blocks:     []hcl.BlockHeaderSchema{{Type: "activity", LabelNames: []string{"name"}}},
+	Blocks: []hcl.BlockHeaderSchema{
+		{Type: "activity", LabelNames: []string{"name"}},
+		{Type: "output", LabelNames: []string{"name"}},
+		{Type: "moved"},
+	},
 }
 
 var activitySchema = &hcl.BodySchema{
@@ -27,6 +33,9 @@ var activitySchema = &hcl.BodySchema{
 		{Name: "retry"},
 		{Name: "depends_on"},
 		{Name: "task_queue"},
+		{Name: "for_each"},
+		{Name: "trigger_rule"},
+		{Name: "when"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: string(KindExec)},
@@ -77,7 +86,7 @@ func (l *loader) loadWorkflow(name string, b *hcl.Block) *Workflow {
 	}
 	w := &Workflow{Name: name, Key: DefaultKey, DeclRange: b.DefRange}
 	if a, ok := content.Attributes["key"]; ok {
-		if v, ok := l.evalStatic(a.Expr, scope{where: "a workflow key"}); ok && !v.IsNull() {
+		if v, ok := l.evalStatic(a.Expr, scope{where: "a workflow key", noSensitive: true}); ok && !v.IsNull() {
 			key, d := parseString(v, a.Expr, "key")
 			switch {
 			case d != nil:
@@ -94,9 +103,23 @@ func (l *loader) loadWorkflow(name string, b *hcl.Block) *Workflow {
 	// it.
 	names := map[string]bool{}
 	kinds := map[string]Kind{}
+	forEach := map[string]bool{}
 	first := map[string]hcl.Range{}
-	var blocks []*hcl.Block
+	var blocks, outputs, moved []*hcl.Block
 	for _, ab := range content.Blocks {
+		switch ab.Type {
+		case "output":
+			if !hclsyntax.ValidIdentifier(ab.Labels[0]) {
+				l.errorf(ab.LabelRanges[0].Ptr(), "Invalid name",
+					"%q is not a valid output name: a name must start with a letter or underscore and contain only letters, digits, underscores and dashes.", ab.Labels[0])
+				continue
+			}
+			outputs = append(outputs, ab)
+			continue
+		case "moved":
+			moved = append(moved, ab)
+			continue
+		}
 		an := ab.Labels[0]
 		if !hclsyntax.ValidIdentifier(an) {
 			l.errorf(ab.LabelRanges[0].Ptr(), "Invalid name",
@@ -110,14 +133,29 @@ func (l *loader) loadWorkflow(name string, b *hcl.Block) *Workflow {
 		first[an] = ab.DefRange
 		names[an] = true
 		kinds[an] = kindOf(ab)
+		forEach[an] = hasForEach(ab)
 		blocks = append(blocks, ab)
 	}
+	w.index = make(map[string]*Activity, len(blocks))
 	for _, ab := range blocks {
-		if a := l.loadActivity(w, ab, names, kinds); a != nil {
+		if a := l.loadActivity(w, ab, names, kinds, forEach); a != nil {
 			w.Activities = append(w.Activities, a)
+			w.index[a.Name] = a
 		}
 	}
+	l.loadOutputs(w, outputs, scope{activities: names, kinds: kinds, forEach: forEach})
+	l.loadMoved(w, moved, w.index)
 	return w
+}
+
+// hasForEach reports whether an activity block sets for_each.
+func hasForEach(b *hcl.Block) bool {
+	content, _, _ := b.Body.PartialContent(activitySchema)
+	if content == nil {
+		return false
+	}
+	_, ok := content.Attributes["for_each"]
+	return ok
 }
 
 // kindOf returns the kind of an activity block with exactly one kind
@@ -140,13 +178,15 @@ func kindOf(b *hcl.Block) Kind {
 	return kind
 }
 
-func (l *loader) loadActivity(w *Workflow, b *hcl.Block, names map[string]bool, kinds map[string]Kind) *Activity {
+func (l *loader) loadActivity(w *Workflow, b *hcl.Block, names map[string]bool, kinds map[string]Kind, forEach map[string]bool) *Activity {
 	name := b.Labels[0]
 	a := &Activity{
 		Name:            name,
+		Block:           name,
 		Workflow:        w.Name,
 		DependsOnRanges: map[string]hcl.Range{},
 		DeclRange:       b.DefRange,
+		TriggerRule:     TriggerAllSucceeded,
 	}
 	content, d := b.Body.Content(activitySchema)
 	l.addDiags(d)
@@ -176,18 +216,25 @@ func (l *loader) loadActivity(w *Workflow, b *hcl.Block, names map[string]bool, 
 
 	var deps []ref
 	var kr *kindResolver
+	refScope := scope{where: "an activity", activities: names, kinds: kinds, forEach: forEach, self: name, each: forEach[name]}
+	if attr, ok := content.Attributes["for_each"]; ok {
+		deps = append(deps, l.loadForEach(a, attr, refScope)...)
+	}
 	if len(kindBlocks) == 1 {
 		kb := kindBlocks[0]
 		a.Kind = Kind(kb.Type)
 		kc, d := kb.Body.Content(kindSchemas[a.Kind])
 		l.addDiags(d)
 		if kc != nil {
-			kindScope := scope{where: "an activity", activities: names, kinds: kinds, self: name}
+			kindScope := refScope
 			attrsOK := true
 			for _, attr := range sortedAttrs(kc.Attributes) {
 				refs, ok := l.checkRefs(attr.Expr, kindScope)
 				attrsOK = attrsOK && ok
 				deps = append(deps, refs...)
+				for _, r := range refs {
+					a.ResolveDeps = append(a.ResolveDeps, r.name)
+				}
 			}
 			if a.Kind == KindExec {
 				_, hasCmd := kc.Attributes["command"]
@@ -211,11 +258,19 @@ func (l *loader) loadActivity(w *Workflow, b *hcl.Block, names map[string]bool, 
 					dir:      l.absDir,
 					workflow: w,
 					calls:    calledFunctions(attrExprs(kc.Attributes)...),
+					secrets:  l.secrets(),
+					each:     forEach[name],
 				}
 			}
 		}
 	}
 
+	if attr, ok := content.Attributes["trigger_rule"]; ok {
+		l.loadTriggerRule(a, attr)
+	}
+	if attr, ok := content.Attributes["when"]; ok {
+		deps = append(deps, l.loadWhen(a, attr, refScope)...)
+	}
 	if attr, ok := content.Attributes["depends_on"]; ok {
 		deps = append(deps, l.dependsOn(attr, names, name)...)
 	}
@@ -226,6 +281,8 @@ func (l *loader) loadActivity(w *Workflow, b *hcl.Block, names map[string]bool, 
 		}
 	}
 	sort.Strings(a.DependsOn)
+	sort.Strings(a.ResolveDeps)
+	a.ResolveDeps = slices.Compact(a.ResolveDeps)
 
 	if attr, ok := content.Attributes["timeout"]; ok {
 		if v, ok := l.evalStatic(attr.Expr, outside); ok && !v.IsNull() {
@@ -285,7 +342,7 @@ func (l *loader) dependsOn(attr *hcl.Attribute, names map[string]bool, self stri
 				"Activity %q cannot depend on itself.", name)
 		case !names[name]:
 			l.errorf(&rng, "Reference to undeclared activity",
-				"There is no activity named %q in this workflow.", name)
+				"There is no activity named %q in this workflow.%s", name, didYouMean(name, keysOf(names)))
 		default:
 			out = append(out, ref{name: name, rng: rng})
 		}
@@ -385,6 +442,15 @@ type kindResolver struct {
 	workflow *Workflow
 	// calls are the functions attrs call (see budgetFuncs).
 	calls map[string]bool
+	// secrets are the configuration's sensitive values, kept out of
+	// diagnostics.
+	secrets []string
+	// each: the activity declares for_each, so each is in scope.
+	each bool
+	// resultRefs are the references to an upstream's result in attrs,
+	// found once (truncatedResultRefs checks them on each Resolve).
+	refsOnce   sync.Once
+	resultRefs []hcl.Traversal
 }
 
 func (r *kindResolver) resolve(a *Activity, upstream map[string]cty.Value) (*Resolved, hcl.Diagnostics) {
@@ -413,14 +479,25 @@ func (r *kindResolver) eval(a *Activity, upstream map[string]cty.Value, static b
 		vars[k] = v
 	}
 	vars["activity"] = cty.ObjectVal(acts)
+	switch {
+	case a.each != cty.NilVal:
+		vars["each"] = a.each
+	case r.each:
+		vars["each"] = unknownEach
+	}
 	ctx := funcs(vars)
+	// sensitive collects the values derived from sensitive variables.
+	var sensitive []string
 
 	var diags hcl.Diagnostics
 	if !static {
 		// A cut body has no result: say so, instead of evaluating null.
-		for _, attr := range sortedAttrs(r.attrs) {
-			diags = append(diags, truncatedResultRefs(attr.Expr, upstream, r.workflow)...)
-		}
+		r.refsOnce.Do(func() {
+			for _, attr := range sortedAttrs(r.attrs) {
+				r.resultRefs = append(r.resultRefs, resultTraversals(attr.Expr)...)
+			}
+		})
+		diags = append(diags, truncatedResultRefs(r.resultRefs, upstream, r.workflow)...)
 		if diags.HasErrors() {
 			return nil, diags
 		}
@@ -445,6 +522,11 @@ func (r *kindResolver) eval(a *Activity, upstream map[string]cty.Value, static b
 		}
 		if v.IsNull() {
 			return attr, cty.NilVal, false
+		}
+		if isSensitive(v) {
+			var secrets []string
+			v, secrets = unmarkSensitive(v)
+			sensitive = append(sensitive, secrets...)
 		}
 		return attr, v, true
 	}
@@ -584,6 +666,16 @@ func (r *kindResolver) eval(a *Activity, upstream map[string]cty.Value, static b
 	default:
 		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Unknown activity kind",
 			Detail: fmt.Sprintf("Activity %q has no kind to resolve.", a.Name), Subject: r.defRange.Ptr()})
+	}
+	res.Sensitive = sensitive
+	if res.HTTP != nil {
+		res.Sensitive = append(res.Sensitive, httpSecrets(res.HTTP)...)
+	}
+	if red := NewRedactor(r.secrets, res.Sensitive); red != nil {
+		// A message quoting a bad value must not quote a secret.
+		for _, d := range diags {
+			d.Summary, d.Detail = red.String(d.Summary), red.String(d.Detail)
+		}
 	}
 	if diags.HasErrors() {
 		return nil, diags

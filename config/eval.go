@@ -25,6 +25,17 @@ type scope struct {
 	// self is the activity the expression belongs to (a self reference is
 	// an error).
 	self string
+	// forEach says which activities have for_each (their outputs follow
+	// an element key).
+	forEach map[string]bool
+	// each allows each.key and each.value (an activity with for_each).
+	each bool
+	// condition is a when expression: activity.NAME.status and .error
+	// say how an upstream ended.
+	condition bool
+	// noSensitive forbids values derived from sensitive variables (an
+	// instance key is shown everywhere).
+	noSensitive bool
 	// extra are additional root names (retry_if's error, attempt, elapsed).
 	extra map[string]bool
 	// noLocals forbids local.* (variable files and defaults).
@@ -81,7 +92,7 @@ func (l *loader) checkRefs(expr hcl.Expression, sc scope) (refs []ref, ok bool) 
 				ok = false
 			} else if _, found := l.vars[name]; !found {
 				l.errorf(&rng, "Reference to undeclared input variable",
-					"An input variable named %q has not been declared. Declare it with a variable %q block.", name, name)
+					"An input variable named %q has not been declared.%s Declare it with a variable %q block.", name, didYouMean(name, keysOf(l.vars)), name)
 				ok = false
 			}
 		case "local":
@@ -95,7 +106,7 @@ func (l *loader) checkRefs(expr hcl.Expression, sc scope) (refs []ref, ok bool) 
 			default:
 				if _, found := l.locals[name]; !found {
 					l.errorf(&rng, "Reference to undeclared local value",
-						"A local value named %q has not been declared in a locals block.", name)
+						"A local value named %q has not been declared in a locals block.%s", name, didYouMean(name, keysOf(l.locals)))
 					ok = false
 				}
 			}
@@ -114,14 +125,26 @@ func (l *loader) checkRefs(expr hcl.Expression, sc scope) (refs []ref, ok bool) 
 				ok = false
 			case !sc.activities[name]:
 				l.errorf(&rng, "Reference to undeclared activity",
-					"There is no activity named %q in this workflow.", name)
+					"There is no activity named %q in this workflow.%s", name, didYouMean(name, keysOf(sc.activities)))
 				ok = false
 			default:
 				refs = append(refs, ref{name: name, rng: rng})
-				if d := checkOutputRef(t, name, sc.kinds[name]); d != nil {
+				up := upstreamRef{name: name, kind: sc.kinds[name], forEach: sc.forEach[name], condition: sc.condition}
+				if d := checkOutputRef(t, up); d != nil {
 					l.addDiags(hcl.Diagnostics{d})
 					ok = false
 				}
+			}
+		case "each":
+			switch {
+			case !sc.each:
+				l.errorf(&rng, "Invalid reference",
+					"each.key and each.value are only available in the kind block and the when expression of an activity with for_each; %s has no each.", sc.where)
+				ok = false
+			case !named || (name != "key" && name != "value"):
+				l.errorf(&rng, "Unsupported attribute",
+					"each has only key and value.%s", didYouMean(name, []string{"key", "value"}))
+				ok = false
 			}
 		case "retry_policy", "retry_budget":
 			l.errorf(&rng, "Invalid reference",
@@ -138,13 +161,16 @@ func (l *loader) checkRefs(expr hcl.Expression, sc scope) (refs []ref, ok bool) 
 			if sc.activities != nil {
 				allowed = append(allowed, "activity")
 			}
+			if sc.each {
+				allowed = append(allowed, "each")
+			}
 			for e := range sc.extra {
 				allowed = append(allowed, e)
 			}
 			sort.Strings(allowed[1:])
 			l.errorf(&rng, "Unknown reference",
-				"There is nothing named %q to refer to in %s. Valid references here start with %s.",
-				root, sc.where, strings.Join(allowed, ", "))
+				"There is nothing named %q to refer to in %s.%s Valid references here start with %s.",
+				root, sc.where, didYouMean(root, append(allowed, "retry_policy", "retry_budget")), strings.Join(allowed, ", "))
 			ok = false
 		}
 	}
@@ -161,6 +187,15 @@ func (l *loader) evalStatic(expr hcl.Expression, sc scope) (cty.Value, bool) {
 	l.addDiags(d)
 	if d.HasErrors() {
 		return cty.DynamicVal, false
+	}
+	if isSensitive(v) {
+		if sc.noSensitive {
+			rng := expr.Range()
+			l.errorf(&rng, "Sensitive value not allowed",
+				"%s is shown wherever wf shows the instance, so it cannot be derived from a sensitive variable.", capitalize(sc.where))
+			return cty.DynamicVal, false
+		}
+		v, _ = v.UnmarkDeep()
 	}
 	if !v.IsWhollyKnown() {
 		// Only an earlier failure (an invalid variable or local, kept as
@@ -327,6 +362,9 @@ func parseBool(v cty.Value, expr hcl.Expression, attr string) (bool, *hcl.Diagno
 }
 
 func parseStrings(v cty.Value, expr hcl.Expression, attr string) ([]string, *hcl.Diagnostic) {
+	if out, ok := plainStrings(v); ok {
+		return out, nil
+	}
 	l, d := conv(v, cty.List(cty.String), expr, attr)
 	if d != nil {
 		return nil, d
@@ -337,6 +375,25 @@ func parseStrings(v cty.Value, expr hcl.Expression, attr string) ([]string, *hcl
 		out = append(out, e.AsString())
 	}
 	return out, nil
+}
+
+// plainStrings reads a known tuple or list of known, non-null strings
+// directly: what conv would give, without cty's conversion (which builds
+// a number value per index), for argv lists resolved 10,000 times.
+func plainStrings(v cty.Value) ([]string, bool) {
+	ty := v.Type()
+	if !v.IsKnown() || v.IsNull() || v.IsMarked() || !(ty.IsTupleType() || ty.IsListType()) {
+		return nil, false
+	}
+	vals := v.AsValueSlice()
+	out := make([]string, len(vals))
+	for i, e := range vals {
+		if e.IsMarked() || !e.IsKnown() || e.IsNull() || e.Type() != cty.String {
+			return nil, false
+		}
+		out[i] = e.AsString()
+	}
+	return out, true
 }
 
 func parseStringMap(v cty.Value, expr hcl.Expression, attr string) (map[string]string, *hcl.Diagnostic) {

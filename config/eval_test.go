@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -404,5 +405,24 @@ workflow "w" {
 	}
 	if len(cfg.Workflows[0].Activity("b").DependsOn) != 0 {
 		t.Error("unexpected deps")
+	}
+}
+
+func TestResolveDepsAreWhatTheKindBlockReads(t *testing.T) {
+	cfg := mustLoad(t, wrap(`  activity "a" {
+    exec { command = ["true"] }
+  }
+  activity "b" {
+    exec { command = ["true"] }
+  }
+  activity "c" {
+    exec { command = ["echo", activity.a.stdout, activity.a.stderr] }
+    when       = activity.b.status == "succeeded"
+    depends_on = [activity.b]
+  }
+`), LoadOptions{})
+	c := cfg.Workflows[0].Activity("c")
+	if !slices.Equal(c.DependsOn, []string{"a", "b"}) || !slices.Equal(c.ResolveDeps, []string{"a"}) {
+		t.Fatalf("DependsOn %v, ResolveDeps %v; want [a b], [a]", c.DependsOn, c.ResolveDeps)
 	}
 }

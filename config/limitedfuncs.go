@@ -256,6 +256,14 @@ func preChecks(lim limits) map[string]preCheck {
 	graphemes := func(b *budget, args []cty.Value) error { return spend(b, stringBytes(args)/slowStrings) }
 	// quadratic: functions that convert tuple arguments to lists or sets.
 	quadratic := func(b *budget, args []cty.Value) error { return spend(b, squareSteps*tupleSquares(args)) }
+	// conversion: tolist and toset, linear for a tuple of one element
+	// type (linearTo), quadratic otherwise.
+	conversion := func(b *budget, args []cty.Value) error {
+		if len(args) == 1 && uniformTuple(args[0]) {
+			return spend(b, int64(args[0].LengthInt()))
+		}
+		return quadratic(b, args)
+	}
 	combining := func(fn string, square bool) preCheck {
 		return func(b *budget, args []cty.Value) error {
 			if square {
@@ -410,8 +418,8 @@ func preChecks(lim limits) map[string]preCheck {
 		"coalescelist":    combining("coalescelist", true),
 		"setintersection": combining("setintersection", true),
 		"setsubtract":     combining("setsubtract", true),
-		"tolist":          quadratic,
-		"toset":           quadratic,
+		"tolist":          conversion,
+		"toset":           conversion,
 		"compact":         quadratic,
 		"contains":        quadratic,
 		"distinct":        quadratic,

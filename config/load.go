@@ -18,8 +18,9 @@ import (
 
 // File name suffixes the loader picks up from a configuration directory.
 const (
-	ConfigSuffix   = ".wf.hcl"
-	AutoVarsSuffix = ".auto.wfvars"
+	ConfigSuffix       = ".wf.hcl"
+	AutoVarsSuffix     = ".auto.wfvars"
+	AutoVarsJSONSuffix = ".auto.wfvars.json"
 )
 
 // LoadOptions carries the variable inputs given outside the configuration.
@@ -55,7 +56,7 @@ func Load(dir string, opts LoadOptions) (*Config, hcl.Diagnostics) {
 	var diags hcl.Diagnostics
 	for _, e := range entries {
 		name := e.Name()
-		if e.IsDir() || !(strings.HasSuffix(name, ConfigSuffix) || strings.HasSuffix(name, AutoVarsSuffix)) {
+		if e.IsDir() || !(strings.HasSuffix(name, ConfigSuffix) || isAutoVars(name)) {
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join(dir, name))
@@ -95,6 +96,13 @@ func LoadFiles(dir string, files map[string][]byte, opts LoadOptions) (*Config, 
 		budget:   b,
 	}
 	cfg := l.load()
+	if red := NewRedactor(l.secrets()); red != nil {
+		// No diagnostic quotes a sensitive variable's value, wherever
+		// it was evaluated (an enum, a duration, a URL).
+		for _, d := range l.diags {
+			d.Summary, d.Detail = red.String(d.Summary), red.String(d.Detail)
+		}
+	}
 	if l.diags.HasErrors() {
 		return &Config{Dir: abs, Sources: l.sources}, l.diags
 	}
@@ -128,6 +136,8 @@ type loader struct {
 	localVals map[string]cty.Value
 	policies  map[string]*namedPolicy
 	budgets   map[string]*Budget
+	// sensitive collects the values of sensitive variables.
+	sensitive []string
 	// breakers and parentAttrs: see gates.go.
 	breakers    map[string]*Breaker
 	parentAttrs map[string]*hcl.Attribute
@@ -219,6 +229,10 @@ func (l *loader) load() *Config {
 		Budgets:   l.budgets,
 		Breakers:  l.breakers,
 		Workflows: workflows,
+		Sensitive: l.secrets(),
+	}
+	for _, w := range workflows {
+		w.Sensitive = cfg.Sensitive
 	}
 	for name, p := range l.policies {
 		cfg.Policies[name] = &Policy{Name: name, Rule: p.rule, DeclRange: p.declRange}
@@ -248,18 +262,44 @@ func (l *loader) hash() (string, error) {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		v := l.varVals[n]
+		// Variables are marked sensitive at the top only (a deep unmark
+		// would walk, and for a set sort, the whole value once more).
+		v, _ := l.varVals[n].Unmark()
 		ty, err := ctyjson.MarshalType(v.Type())
 		if err != nil {
 			return "", fmt.Errorf("hash variable %s: %w", n, err)
 		}
 		val, err := ctyjson.Marshal(v, v.Type())
+		if err != nil && v.ContainsMarked() {
+			v, _ = v.UnmarkDeep()
+			val, err = ctyjson.Marshal(v, v.Type())
+		}
 		if err != nil {
 			return "", fmt.Errorf("hash variable %s: %w", n, err)
 		}
 		fmt.Fprintf(h, "var %q %s %s\n", n, ty, val)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// secrets returns the values of the sensitive variables worth redacting,
+// longest first, without duplicates.
+func (l *loader) secrets() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range l.sensitive {
+		if len(s) >= MinRedacted && !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if len(out[i]) != len(out[j]) {
+			return len(out[i]) > len(out[j])
+		}
+		return out[i] < out[j]
+	})
+	return out
 }
 
 // parseConfig parses a configuration or variable file that prescan found

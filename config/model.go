@@ -5,6 +5,7 @@
 package config
 
 import (
+	"strings"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -40,6 +41,10 @@ type Config struct {
 	Breakers map[string]*Breaker
 	// Workflows in file then declaration order.
 	Workflows []*Workflow
+	// Sensitive lists the values of the sensitive variables (their string
+	// leaves), longest first: wf removes them from everything activities
+	// print before it is stored or shown (see Redactor).
+	Sensitive []string
 	// Hash identifies the configuration's content and variable values; a
 	// saved plan records it to detect staleness.
 	Hash string
@@ -63,16 +68,36 @@ type Workflow struct {
 	Name string
 	// Key is the evaluated instance key ("default" when not set).
 	Key string
-	// Activities in declaration order.
+	// Activities in declaration order: the blocks as declared; an activity
+	// with for_each stands for all its elements (Activity.Elements).
 	Activities []*Activity
-	DeclRange  hcl.Range
+	// Outputs are the workflow's output blocks, in declaration order.
+	Outputs []*Output
+	// Moved are the workflow's moved blocks, in declaration order.
+	Moved     []Moved
+	DeclRange hcl.Range
+	// Sensitive is the configuration's Sensitive, for whoever has only
+	// the workflow (the executor's core).
+	Sensitive []string
+
+	// index finds activities by name; built by the loader (a workflow
+	// built by hand is searched in order).
+	index map[string]*Activity
 }
 
 // Address is "workflow/key", the instance address used by state and CLI.
 func (w *Workflow) Address() string { return w.Name + "/" + w.Key }
 
-// Activity returns the named activity or nil.
+// Activity returns the declared activity a name stands for: "NAME", or an
+// element's name `NAME["KEY"]` (the activity with for_each it belongs to),
+// or nil.
 func (w *Workflow) Activity(name string) *Activity {
+	if i := strings.IndexByte(name, '['); i > 0 {
+		name = name[:i]
+	}
+	if w.index != nil {
+		return w.index[name]
+	}
 	for _, a := range w.Activities {
 		if a.Name == name {
 			return a
@@ -104,10 +129,33 @@ type Activity struct {
 	// DependsOn lists every upstream activity: explicit depends_on plus every
 	// activity.NAME referenced by the activity's expressions; sorted, unique.
 	DependsOn []string
+	// ResolveDeps lists the upstream activities whose outputs the kind
+	// block refers to: all that Resolve needs in its upstream map (a
+	// depends_on alone orders, it passes no data). Sorted, unique, a
+	// subset of DependsOn.
+	ResolveDeps []string
 	// DependsOnRanges gives, per upstream name, the range of the first
 	// reference or depends_on entry (for cycle diagnostics).
 	DependsOnRanges map[string]hcl.Range
 	DeclRange       hcl.Range
+	// ForEach is set on an activity with for_each: one element per key
+	// (foreach.go). Its elements are Activities of their own, made by
+	// Element, with Block, Key and the element's each in scope.
+	ForEach *ForEach
+	// Block is the name of the activity as declared: Name itself, or for
+	// an element `NAME["KEY"]`, NAME.
+	Block string
+	// Key is an element's key; IsElement tells "" from no key.
+	Key       string
+	IsElement bool
+	// TriggerRule says which endings of the upstream activities let this
+	// one run (trigger.go).
+	TriggerRule TriggerRule
+	// When, when set, runs the activity only if it is true (trigger.go).
+	When *Condition
+
+	// each is an element's each object (key, value); cty.NilVal otherwise.
+	each cty.Value
 
 	// resolver evaluates the kind block; set by the loader.
 	resolver resolver
@@ -134,6 +182,12 @@ type Resolved struct {
 	Exec  *ExecSpec  `json:"exec,omitempty"`
 	HTTP  *HTTPSpec  `json:"http,omitempty"`
 	Sleep *SleepSpec `json:"sleep,omitempty"`
+	// Sensitive lists the values in the block that must never be shown:
+	// those derived from sensitive variables, and the values of query
+	// parameters and headers named like secrets. Not part of the
+	// definition (nor of its hash): Redactor removes them from what the
+	// activity prints.
+	Sensitive []string `json:"-"`
 }
 
 // ExecSpec runs a process: Command as argv, or Script through /bin/sh -c.

@@ -42,12 +42,12 @@ func TestHTTPActivityDiagnostics(t *testing.T) {
 		{"fractional max_response_bytes", bytesAttr("1.5"), "Invalid number", "max_response_bytes must be a whole number, got 1.5.", "1.5"},
 		{"string max_response_bytes", bytesAttr(`"lots"`), "Incorrect attribute value type", `Inappropriate value for attribute "max_response_bytes"`, `"lots"`},
 		{"typo of an http output", use("activity.fetch.bdy"), "Unsupported attribute",
-			`activity.fetch is an http activity, which has no output named "bdy". Did you mean "body"? Its outputs are status, headers, body, result, body_truncated.`, ".bdy"},
+			`activity.fetch is an http activity, which has no output named "bdy". Did you mean "body"? Its outputs are status, headers, body, result, body_truncated; error says why it failed.`, ".bdy"},
 		{"body_truncated of an exec activity", use("tostring(activity.run.body_truncated)"), "Unsupported attribute",
-			`activity.run is an exec activity, which has no output named "body_truncated". Its outputs are result, stdout, stderr, exit_code.`, ".body_truncated"},
+			`activity.run is an exec activity, which has no output named "body_truncated". Its outputs are result, stdout, stderr, exit_code; error says why it failed.`, ".body_truncated"},
 		{"index form is checked too", use(`activity.fetch["stauts"]`), "Unsupported attribute", `Did you mean "status"?`, `["stauts"]`},
 		{"sleep has no outputs", use("activity.nap.result"), "Unsupported attribute",
-			"activity.nap is a sleep activity, which has no outputs. To wait for it without using a value, write depends_on = [activity.nap].", ".result"},
+			"activity.nap is a sleep activity, which has no outputs (error says why it failed). To wait for it without using a value, write depends_on = [activity.nap].", ".result"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

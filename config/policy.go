@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -211,7 +212,7 @@ func (l *loader) loadBudgets(blocks []*hcl.Block) {
 				if s, d = parseString(v, a.Expr, a.Name); d == nil {
 					if s != "wait" && s != "fail" {
 						d = &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid on_exhausted",
-							Detail: fmt.Sprintf("on_exhausted must be \"wait\" or \"fail\", got %q.", s), Subject: a.Expr.Range().Ptr()}
+							Detail: fmt.Sprintf("on_exhausted must be \"wait\" or \"fail\", got %q.%s", s, didYouMean(s, []string{"wait", "fail"})), Subject: a.Expr.Range().Ptr()}
 					}
 					bud.OnExhausted = s
 				}
@@ -305,7 +306,8 @@ func (l *loader) decodeSpec(attrs hcl.Attributes) (spec, bool) {
 				case retry.Exponential, retry.Linear, retry.Fixed:
 					s.backoff = &b
 				default:
-					bad(a, "Invalid backoff", "backoff must be \"exponential\", \"linear\" or \"fixed\", got %q.", str)
+					bad(a, "Invalid backoff", "backoff must be \"exponential\", \"linear\" or \"fixed\", got %q.%s", str,
+						didYouMean(str, []string{string(retry.Exponential), string(retry.Linear), string(retry.Fixed)}))
 				}
 			}
 		case "initial_interval", "maximum_interval", "expiration":
@@ -381,10 +383,9 @@ func (l *loader) decodeSpec(attrs hcl.Attributes) (spec, bool) {
 
 func parseJitter(v cty.Value, expr hcl.Expression) (retry.Jitter, *hcl.Diagnostic) {
 	rng := expr.Range()
-	badJitter := func(got string) (retry.Jitter, *hcl.Diagnostic) {
-		return retry.Jitter{}, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid jitter",
-			Detail:  fmt.Sprintf("jitter must be \"none\", \"full\", \"equal\", \"decorrelated\" or a number in (0,1], got %s.", got),
-			Subject: &rng}
+	badJitter := func(got string, hint ...string) (retry.Jitter, *hcl.Diagnostic) {
+		detail := fmt.Sprintf("jitter must be \"none\", \"full\", \"equal\", \"decorrelated\" or a number in (0,1], got %s.%s", got, strings.Join(hint, ""))
+		return retry.Jitter{}, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid jitter", Detail: detail, Subject: &rng}
 	}
 	switch v.Type() {
 	case cty.Number:
@@ -398,7 +399,8 @@ func parseJitter(v cty.Value, expr hcl.Expression) (retry.Jitter, *hcl.Diagnosti
 		case retry.JitterNone, retry.JitterFull, retry.JitterEqual, retry.JitterDecorrelated:
 			return retry.Jitter{Mode: m}, nil
 		}
-		return badJitter(fmt.Sprintf("%q", v.AsString()))
+		return badJitter(fmt.Sprintf("%q", v.AsString()), didYouMean(v.AsString(), []string{
+			string(retry.JitterNone), string(retry.JitterFull), string(retry.JitterEqual), string(retry.JitterDecorrelated)}))
 	}
 	return badJitter("a value of type " + v.Type().FriendlyName())
 }
@@ -421,8 +423,14 @@ func (l *loader) staticRef(a *hcl.Attribute, root, attr string) (string, bool) {
 	}
 	if !found {
 		what := map[string]string{"retry_budget": "retry budget", "retry_policy": "retry policy"}[root]
+		var names []string
+		if root == "retry_budget" {
+			names = keysOf(l.budgets)
+		} else {
+			names = keysOf(l.policies)
+		}
 		l.errorf(t.SourceRange().Ptr(), "Reference to undeclared "+what,
-			"There is no %s %q in this configuration.", root, name)
+			"There is no %s %q in this configuration.%s", root, name, didYouMean(name, names))
 		return "", false
 	}
 	return name, true
@@ -480,6 +488,7 @@ func (l *loader) compileRetryIf(expr hcl.Expression) retry.Predicate {
 		if d.HasErrors() {
 			return false, fmt.Errorf("evaluate retry_if at %s: %s", expr.Range(), d.Error())
 		}
+		v, _ = v.UnmarkDeep()
 		if v.Type() != cty.Bool || !v.IsKnown() || v.IsNull() {
 			return false, fmt.Errorf("evaluate retry_if at %s: result must be true or false, got %s", expr.Range(), describe(v))
 		}

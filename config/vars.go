@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/ext/typeexpr"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+	hcljson "github.com/hashicorp/hcl/v2/json"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 )
@@ -24,6 +26,9 @@ type variable struct {
 	hasDefault bool
 	def        cty.Value
 	declRange  hcl.Range
+	// sensitive marks the value (and everything derived from it) as a
+	// secret: shown as "(sensitive)", removed from activities' output.
+	sensitive bool
 	// failed is set when the declaration itself is broken; its value is
 	// then unknown so that uses of it do not pile up more diagnostics.
 	failed bool
@@ -34,6 +39,7 @@ var variableSchema = &hcl.BodySchema{
 		{Name: "type"},
 		{Name: "default"},
 		{Name: "description"},
+		{Name: "sensitive"},
 	},
 }
 
@@ -76,6 +82,17 @@ func (l *loader) loadVariables(blocks []*hcl.Block) {
 				}
 			}
 		}
+		if a, ok := content.Attributes["sensitive"]; ok {
+			if val, ok := l.literal(a.Expr); ok {
+				b, d := conv(val, cty.Bool, a.Expr, "sensitive")
+				switch {
+				case d != nil:
+					l.addDiags(hcl.Diagnostics{d})
+				case !b.IsNull():
+					v.sensitive = b.True()
+				}
+			}
+		}
 		if a, ok := content.Attributes["default"]; ok {
 			val, ok := l.literal(a.Expr)
 			if !ok {
@@ -96,7 +113,7 @@ func (l *loader) loadVariables(blocks []*hcl.Block) {
 	l.varsFromEnv(set)
 	var autos []string
 	for name := range l.files {
-		if strings.HasSuffix(name, AutoVarsSuffix) {
+		if isAutoVars(name) {
 			autos = append(autos, name)
 		}
 	}
@@ -133,7 +150,18 @@ func (l *loader) loadVariables(blocks []*hcl.Block) {
 				name, envVarPrefix, name)
 			l.varVals[name] = cty.DynamicVal
 		}
+		if v.sensitive && !v.failed {
+			val := l.varVals[name]
+			l.sensitive = appendLeaves(l.sensitive, val)
+			l.varVals[name] = val.Mark(markSensitive)
+		}
 	}
+}
+
+// isAutoVars reports whether a file in the configuration directory is
+// read for variable values: *.auto.wfvars (HCL) or *.auto.wfvars.json.
+func isAutoVars(name string) bool {
+	return strings.HasSuffix(name, AutoVarsSuffix) || strings.HasSuffix(name, AutoVarsJSONSuffix)
 }
 
 // literal evaluates an expression that may not refer to anything, nor
@@ -179,12 +207,34 @@ func (l *loader) convertVar(v *variable, val cty.Value, rng hcl.Range, what stri
 			"%s of variable %q does not match its type %s: %s.", capitalize(what), v.name, typeexpr.TypeString(v.ty), convertMsg(err))
 		return cty.DynamicVal, false
 	}
-	// A conversion can make a number of a string ("1e9999999").
-	if le := checkValue(l.budget, out, plainCost); le != nil {
+	// A conversion can make a number of a string ("1e9999999"), so the
+	// result is checked, unless it is strings made of strings: walking a
+	// set means sorting it, and the given list costs the same or more.
+	checked := out
+	if stringsOfStrings(val, out) {
+		checked = val
+	}
+	if le := checkValue(l.budget, checked, plainCost); le != nil {
 		l.addDiags(hcl.Diagnostics{valueDiag(le, rng)})
 		return cty.DynamicVal, false
 	}
 	return out, true
+}
+
+// stringsOfStrings reports whether out, a conversion of in, is a list or set
+// of strings converted from a list or tuple of known strings: then out is
+// in, less any duplicates.
+func stringsOfStrings(in, out cty.Value) bool {
+	ot, it := out.Type(), in.Type()
+	if in.IsMarked() || !in.IsKnown() || in.IsNull() || !(ot.IsSetType() || ot.IsListType()) || ot.ElementType() != cty.String || !(it.IsListType() || it.IsTupleType()) {
+		return false
+	}
+	for _, e := range in.AsValueSlice() {
+		if e.IsMarked() || !e.IsKnown() || e.IsNull() || e.Type() != cty.String {
+			return false
+		}
+	}
+	return true
 }
 
 func capitalize(s string) string {
@@ -251,7 +301,7 @@ func (l *loader) varsFromFlags(set map[string]cty.Value) {
 		v, ok := l.vars[name]
 		if !ok {
 			l.errorf(nil, "Value for undeclared variable",
-				"A variable named %q was assigned with -var, but it is not declared. Declare it with a variable %q block.", name, name)
+				"A variable named %q was assigned with -var, but it is not declared.%s Declare it with a variable %q block.", name, didYouMean(name, keysOf(l.vars)), name)
 			continue
 		}
 		l.rawValue(v, val, fmt.Sprintf("<value for var.%s>", name), set)
@@ -260,7 +310,14 @@ func (l *loader) varsFromFlags(set map[string]cty.Value) {
 
 func (l *loader) varsFromFile(filename string, src []byte, set map[string]cty.Value) {
 	l.sources[filename] = src
-	f, d := parseConfig(src, filename)
+	isJSON := strings.HasSuffix(filename, ".json")
+	var f *hcl.File
+	var d hcl.Diagnostics
+	if isJSON {
+		f, d = parseJSONVars(src, filename)
+	} else {
+		f, d = parseConfig(src, filename)
+	}
 	l.addDiags(d)
 	if d.HasErrors() || f == nil {
 		return
@@ -270,14 +327,34 @@ func (l *loader) varsFromFile(filename string, src []byte, set map[string]cty.Va
 	for _, a := range sortedAttrs(attrs) {
 		v, ok := l.vars[a.Name]
 		if !ok {
+			names := make([]string, 0, len(l.vars))
+			for n := range l.vars {
+				names = append(names, n)
+			}
 			l.warnf(a.NameRange.Ptr(), "Value for undeclared variable",
-				"The file %s assigns variable %q, which is not declared, so the value is ignored.", filepath.Base(filename), a.Name)
+				"The file %s assigns variable %q, which is not declared, so the value is ignored.%s", filepath.Base(filename), a.Name, didYouMean(a.Name, names))
 			continue
 		}
 		if v.failed {
 			continue
 		}
-		val, ok := l.literal(a.Expr)
+		var val cty.Value
+		if isJSON {
+			// As in Terraform's .tfvars.json, strings are taken as they
+			// are: no "${...}" is evaluated.
+			var d hcl.Diagnostics
+			val, d = a.Expr.Value(nil)
+			l.addDiags(d)
+			ok = !d.HasErrors()
+			if ok {
+				if le := checkValue(l.budget, val, plainCost); le != nil {
+					l.addDiags(hcl.Diagnostics{valueDiag(le, a.Expr.Range())})
+					ok = false
+				}
+			}
+		} else {
+			val, ok = l.literal(a.Expr)
+		}
 		if !ok {
 			continue
 		}
@@ -285,4 +362,27 @@ func (l *loader) varsFromFile(filename string, src []byte, set map[string]cty.Va
 			set[v.name] = val
 		}
 	}
+}
+
+// parseJSONVars parses a *.wfvars.json file: one JSON object of variable
+// values. Its size and nesting are checked first (the JSON parser
+// recurses per level).
+func parseJSONVars(src []byte, filename string) (*hcl.File, hcl.Diagnostics) {
+	if err := checkJSONShape(string(src), MaxValueBytes); err != nil {
+		return nil, hcl.Diagnostics{{
+			Severity: hcl.DiagError,
+			Summary:  "Invalid variable file",
+			Detail:   fmt.Sprintf("%s: %v.", filename, err),
+			Subject:  &hcl.Range{Filename: filename, Start: hcl.InitialPos, End: hcl.InitialPos},
+		}}
+	}
+	if t := bytes.TrimSpace(src); len(t) == 0 || t[0] != '{' {
+		return nil, hcl.Diagnostics{{
+			Severity: hcl.DiagError,
+			Summary:  "Invalid variable file",
+			Detail:   fmt.Sprintf("%s must hold one JSON object of variable values, like {\"order_id\": \"1001\"}.", filename),
+			Subject:  &hcl.Range{Filename: filename, Start: hcl.InitialPos, End: hcl.InitialPos},
+		}}
+	}
+	return hcljson.Parse(src, filename)
 }

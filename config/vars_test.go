@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/zclconf/go-cty/cty"
@@ -155,4 +156,76 @@ func TestHashChangesWithVariables(t *testing.T) {
 	if a.Hash == d.Hash {
 		t.Error("hash ignores file contents")
 	}
+}
+
+// TestJSONVariableFiles: *.auto.wfvars.json files and -var-file FILE.json
+// set variables, literally (no interpolation), in Terraform's order.
+func TestJSONVariableFiles(t *testing.T) {
+	src := `
+variable "a" {}
+variable "b" { type = number }
+variable "c" { type = list(string) }
+variable "d" { default = "d0" }
+`
+	dir := t.TempDir()
+	varFile := dir + "/prod.wfvars.json"
+	if err := writeFile(varFile, `{"b": 3, "d": "from -var-file"}`); err != nil {
+		t.Fatal(err)
+	}
+	cfg := mustLoad(t, src, LoadOptions{VarFiles: []string{varFile}},
+		"x.auto.wfvars.json", `{"a": "${not.interpolated}", "b": 1, "c": ["x", "y"], "d": "from auto"}`,
+		"y.auto.wfvars", `b = 2`)
+	if got := cfg.Variables["a"].AsString(); got != "${not.interpolated}" {
+		t.Errorf("a = %q", got)
+	}
+	if got, _ := cfg.Variables["b"].AsBigFloat().Int64(); got != 3 {
+		t.Errorf("b = %d: -var-file wins over auto files", got)
+	}
+	if got := cfg.Variables["c"].LengthInt(); got != 2 {
+		t.Errorf("c has %d elements", got)
+	}
+	if got := cfg.Variables["d"].AsString(); got != "from -var-file" {
+		t.Errorf("d = %q", got)
+	}
+	// A broken file is a diagnostic naming it.
+	_, diags := load(t, src, LoadOptions{}, "bad.auto.wfvars.json", `{"a": `)
+	if !diags.HasErrors() || !strings.Contains(diags.Error(), "bad.auto.wfvars.json") {
+		t.Errorf("broken JSON: %v", diags)
+	}
+	_, diags = load(t, src, LoadOptions{}, "bad.auto.wfvars.json", `["a"]`)
+	if !diags.HasErrors() || !strings.Contains(diags.Error(), "one JSON object") {
+		t.Errorf("not an object: %v", diags)
+	}
+	// An undeclared name is a warning with a suggestion.
+	_, diags = load(t, src+`variable "order_id" { default = "1" }`, LoadOptions{}, "v.auto.wfvars.json", `{"a": "x", "b": 1, "c": [], "ordr_id": "2"}`)
+	if w := warningsOf(diags); len(w) != 1 || !strings.Contains(w[0].Detail, `Did you mean "order_id"?`) {
+		t.Errorf("undeclared: %v", diags)
+	}
+}
+
+func writeFile(path, content string) error { return os.WriteFile(path, []byte(content), 0o644) }
+
+// A conversion that can only keep or drop strings is cost-checked as its
+// input (walking a set sorts it); one that can make numbers is checked as
+// its result.
+func TestStringsOfStrings(t *testing.T) {
+	strs := cty.TupleVal([]cty.Value{cty.StringVal("a"), cty.StringVal("a")})
+	tests := []struct {
+		name    string
+		in, out cty.Value
+		want    bool
+	}{
+		{"tuple to set", strs, cty.SetVal([]cty.Value{cty.StringVal("a")}), true},
+		{"tuple to list", strs, cty.ListVal([]cty.Value{cty.StringVal("a"), cty.StringVal("a")}), true},
+		{"to numbers", cty.TupleVal([]cty.Value{cty.StringVal("1e9999999")}), cty.ListVal([]cty.Value{cty.NumberIntVal(1)}), false},
+		{"numbers to strings", cty.TupleVal([]cty.Value{cty.NumberIntVal(1)}), cty.SetVal([]cty.Value{cty.StringVal("1")}), false},
+		{"unknown element", cty.TupleVal([]cty.Value{cty.UnknownVal(cty.String)}), cty.SetVal([]cty.Value{cty.UnknownVal(cty.String)}), false},
+		{"map", cty.ObjectVal(map[string]cty.Value{"a": cty.StringVal("a")}), cty.MapVal(map[string]cty.Value{"a": cty.StringVal("a")}), false},
+	}
+	for _, tt := range tests {
+		if got := stringsOfStrings(tt.in, tt.out); got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
+	}
+
 }

@@ -25,3 +25,10 @@ func roundForHumans(d time.Duration) time.Duration {
 	}
 	return d.Round(time.Millisecond)
 }
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

@@ -24,13 +24,14 @@ func rng(line int) hcl.Range {
 	}
 }
 
-// act builds an activity; deps are "name@line" pairs or plain names
-// (line 0).
+// act builds an activity whose kind block reads the outputs of each of
+// deps; deps are "name@line" pairs or plain names (line 0).
 func act(name string, kind config.Kind, line int, deps ...string) *config.Activity {
 	a := &config.Activity{Name: name, Workflow: "order", Kind: kind, DeclRange: rng(line), DependsOnRanges: map[string]hcl.Range{}}
 	for _, d := range deps {
 		dep, at, found := strings.Cut(d, "@")
 		a.DependsOn = append(a.DependsOn, dep)
+		a.ResolveDeps = append(a.ResolveDeps, dep)
 		if found {
 			line, err := strconv.Atoi(at)
 			if err != nil {

@@ -26,6 +26,7 @@ const (
 	ActionResume      Action = "resume"       // unfinished: carries on where it stopped
 	ActionRetryFailed Action = "retry_failed" // failed permanently; runs again from attempt 1
 	ActionUnchanged   Action = "unchanged"    // succeeded with the same definition
+	ActionRemove      Action = "remove"       // in state, no longer in the configuration: forgotten
 )
 
 // Symbol is the one-character plan symbol of the action (SPEC §5).
@@ -41,6 +42,8 @@ func (a Action) Symbol() string {
 		return "!"
 	case ActionUnchanged:
 		return "="
+	case ActionRemove:
+		return "-"
 	}
 	return "?"
 }
@@ -57,7 +60,8 @@ type Options struct {
 	// Workflow restricts the plan to one workflow; "" plans all of them.
 	Workflow string
 	// Replace forces re-runs: "activity.NAME" (in every planned workflow)
-	// or "WORKFLOW.activity.NAME".
+	// or "WORKFLOW.activity.NAME", an element as activity.NAME["KEY"]; an
+	// activity with for_each stands for all its elements.
 	Replace []string
 	// Now is the planning time: it stamps the plan and turns timers into
 	// "due in" wording. Callers pass the wall clock.
@@ -70,14 +74,26 @@ type RulePreview struct {
 	Preview retry.Preview `json:"preview"`
 }
 
-// ActivityPlan is the planned action for one activity.
+// ActivityPlan is the planned action for one activity, or one element of
+// an activity with for_each.
 type ActivityPlan struct {
-	Name      string        `json:"name"`
+	// Name is the name in state: NAME, or NAME["KEY"] for an element.
+	Name string `json:"name"`
+	// Block and Key are set on an element: its activity and key.
+	Block     string        `json:"block,omitempty"`
+	Key       *string       `json:"key,omitempty"`
 	Kind      string        `json:"kind"`
 	Action    Action        `json:"action"`
 	Reason    string        `json:"reason,omitempty"`
 	DependsOn []string      `json:"depends_on,omitempty"`
 	Rules     []RulePreview `json:"rules,omitempty"`
+	// KnownAfter is set on an activity whose for_each is not known yet:
+	// the addresses of the activities it waits for. Its elements are
+	// planned by the apply once those have run.
+	KnownAfter []string `json:"known_after,omitempty"`
+	// MovedFrom is set when a moved block carries the state of this
+	// address over from another (activity.OLD).
+	MovedFrom string `json:"moved_from,omitempty"`
 	// ResumeAttempt and DueAt describe a resume: the attempt that starts
 	// next and, when a timer is pending, when.
 	ResumeAttempt int       `json:"resume_attempt,omitempty"`
@@ -104,10 +120,11 @@ type InstancePlan struct {
 // Address is "workflow/key".
 func (ip *InstancePlan) Address() string { return ip.Workflow + "/" + ip.Key }
 
-// HasChanges reports whether any activity of the instance would do work.
+// HasChanges reports whether any activity of the instance would do work,
+// be forgotten, or have its state moved.
 func (ip *InstancePlan) HasChanges() bool {
 	for _, a := range ip.Activities {
-		if a.Action != ActionUnchanged {
+		if a.Action != ActionUnchanged || a.MovedFrom != "" {
 			return true
 		}
 	}
@@ -138,6 +155,19 @@ func (p *Plan) Counts() (run, rerun, resume, unchanged int) {
 		}
 	}
 	return run, rerun, resume, unchanged
+}
+
+// Removed counts the activities and elements the apply forgets.
+func (p *Plan) Removed() int {
+	n := 0
+	for _, ip := range p.Instances {
+		for _, a := range ip.Activities {
+			if a.Action == ActionRemove {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // HasChanges reports whether applying the plan would do anything.
@@ -181,7 +211,7 @@ func build(cfg *config.Config, st StateReader, opts Options, resolve resolveFunc
 			return nil, append(diags, &hcl.Diagnostic{
 				Severity: hcl.DiagError,
 				Summary:  "Unknown workflow",
-				Detail:   fmt.Sprintf("No workflow %q in the configuration; declared: %s.", opts.Workflow, listOrNone(names)),
+				Detail:   fmt.Sprintf("No workflow %q in the configuration; declared: %s.%s", opts.Workflow, listOrNone(names), didYouMean(opts.Workflow, names)),
 			})
 		}
 	}
@@ -212,154 +242,6 @@ func listOrNone(names []string) string {
 	return strings.Join(names, ", ")
 }
 
-// replaceSet holds "workflow\x00activity" pairs to replace.
-type replaceSet map[string]bool
-
-func replaceKey(wf, activity string) string { return wf + "\x00" + activity }
-
-func parseReplace(addrs []string, wfs []*config.Workflow) (replaceSet, hcl.Diagnostics) {
-	var diags hcl.Diagnostics
-	set := replaceSet{}
-	for _, addr := range addrs {
-		var wfName, name string
-		parts := strings.Split(addr, ".")
-		switch {
-		case len(parts) == 2 && parts[0] == "activity" && parts[1] != "":
-			name = parts[1]
-		case len(parts) == 3 && parts[1] == "activity" && parts[0] != "" && parts[2] != "":
-			wfName, name = parts[0], parts[2]
-		default:
-			diags = append(diags, &hcl.Diagnostic{
-				Severity: hcl.DiagError,
-				Summary:  "Invalid replace address",
-				Detail:   fmt.Sprintf("%q is not an activity address; use activity.NAME or WORKFLOW.activity.NAME.", addr),
-			})
-			continue
-		}
-		matched := false
-		for _, wf := range wfs {
-			if (wfName == "" || wf.Name == wfName) && wf.Activity(name) != nil {
-				set[replaceKey(wf.Name, name)] = true
-				matched = true
-			}
-		}
-		if !matched {
-			diags = append(diags, &hcl.Diagnostic{
-				Severity: hcl.DiagError,
-				Summary:  "Replace address matches no activity",
-				Detail:   fmt.Sprintf("-replace=%s does not name an activity of the planned workflows.", addr),
-			})
-		}
-	}
-	return set, diags
-}
-
-func planInstance(wf *config.Workflow, st StateReader, now time.Time, replace replaceSet, resolve resolveFunc) (*InstancePlan, hcl.Diagnostics) {
-	g, diags := BuildGraph(wf)
-	if diags.HasErrors() {
-		return nil, diags
-	}
-	records := map[string]*record.Activity{}
-	if st != nil {
-		got, err := st.Activities(wf.Name, wf.Key)
-		if err != nil {
-			return nil, append(diags, &hcl.Diagnostic{
-				Severity: hcl.DiagError,
-				Summary:  "Cannot read state",
-				Detail:   fmt.Sprintf("read state of %s: %v", wf.Address(), err),
-			})
-		}
-		if got != nil {
-			records = got
-		}
-	}
-	stateHash, err := hashRecords(records)
-	if err != nil {
-		return nil, append(diags, &hcl.Diagnostic{
-			Severity: hcl.DiagError,
-			Summary:  "Cannot fingerprint state",
-			Detail:   fmt.Sprintf("hash state of %s: %v", wf.Address(), err),
-		})
-	}
-	ip := &InstancePlan{Workflow: wf.Name, Key: wf.Key, StateHash: stateHash}
-	actions := map[string]Action{}
-	for _, name := range g.Order() {
-		a := wf.Activity(name)
-		ap, d := planActivity(wf, a, records, actions, now, replace[replaceKey(wf.Name, name)], resolve)
-		diags = append(diags, d...)
-		actions[name] = ap.Action
-		ip.Activities = append(ip.Activities, ap)
-	}
-	return ip, diags
-}
-
-func planActivity(wf *config.Workflow, a *config.Activity, records map[string]*record.Activity, actions map[string]Action,
-	now time.Time, replaced bool, resolve resolveFunc) (ActivityPlan, hcl.Diagnostics) {
-	ap := ActivityPlan{
-		Name:      a.Name,
-		Kind:      string(a.Kind),
-		DependsOn: slices.Clone(a.DependsOn),
-	}
-	for _, r := range a.Rules {
-		ap.Rules = append(ap.Rules, RulePreview{On: slices.Clone(r.On), Preview: r.Policy.Preview(previewWaits)})
-	}
-	rec := records[a.Name]
-	gen := 0
-	if rec != nil {
-		gen = rec.Generation
-	}
-	// fresh starts a new generation: new idempotency key, attempt 1.
-	fresh := func(act Action, reason string) (ActivityPlan, hcl.Diagnostics) {
-		ap.Action, ap.Reason, ap.Generation = act, reason, gen+1
-		return ap, nil
-	}
-
-	switch {
-	case rec == nil || rec.Generation == 0:
-		return fresh(ActionRun, "")
-	case rec.Status == record.StatusSkipped:
-		return fresh(ActionRun, "skipped last time: an upstream activity failed")
-	case replaced:
-		return fresh(ActionRerun, "replacement requested")
-	}
-
-	switch rec.Status {
-	case record.StatusSucceeded:
-		if up := changedUpstream(a, actions); up != "" {
-			return fresh(ActionRerun, fmt.Sprintf("upstream activity.%s will run", up))
-		}
-		res, diags := resolveDef(wf, a, records, resolve)
-		if diags.HasErrors() {
-			return ap, diags
-		}
-		if !res.Matches(rec.DefHash) {
-			return fresh(ActionRerun, "definition changed")
-		}
-		ap.Action, ap.Generation = ActionUnchanged, gen
-		return ap, diags
-
-	case record.StatusPending, record.StatusRunning, record.StatusWaiting:
-		if rec.DefHash != "" && changedUpstream(a, actions) == "" {
-			// Only a definite change re-runs an unfinished activity; an
-			// activity that cannot be evaluated now simply resumes.
-			if res, d := resolveDef(wf, a, records, resolve); !d.HasErrors() && !res.Matches(rec.DefHash) {
-				return fresh(ActionRerun, "definition changed while unfinished")
-			}
-		}
-		ap.Action, ap.Generation = ActionResume, gen
-		ap.ResumeAttempt, ap.DueAt, ap.Reason = resumePoint(rec, now, interruptOptOut(a.Rules))
-		return ap, nil
-
-	case record.StatusFailed:
-		return fresh(ActionRetryFailed, failedReason(rec))
-	}
-	return ap, hcl.Diagnostics{{
-		Severity: hcl.DiagError,
-		Summary:  "Unknown activity status in state",
-		Detail:   fmt.Sprintf("State records activity.%s of %s with status %q, which this version of wf does not know.", a.Name, wf.Address(), rec.Status),
-	}}
-}
-
 // changedUpstream names the first upstream activity that will not stay
 // unchanged, or "" when all of them do.
 func changedUpstream(a *config.Activity, actions map[string]Action) string {
@@ -373,25 +255,25 @@ func changedUpstream(a *config.Activity, actions map[string]Action) string {
 
 // resolveDef resolves a with its upstream outputs as stored in state, to
 // compare its definition with the stored hash.
-func resolveDef(wf *config.Workflow, a *config.Activity, records map[string]*record.Activity, resolve resolveFunc) (*config.Resolved, hcl.Diagnostics) {
-	upstream := make(map[string]cty.Value, len(a.DependsOn))
-	for _, up := range a.DependsOn {
-		r := records[up]
-		if r == nil {
-			continue // Resolve reports the missing outputs
-		}
-		v, err := config.OutputsValue(r.Outputs)
+func (p *instancePlanner) resolveDef(a *config.Activity) (*config.Resolved, hcl.Diagnostics) {
+	// Only what the kind block reads: the value of a fan-out named by
+	// depends_on alone would decode every element's stored outputs.
+	upstream := make(map[string]cty.Value, len(a.ResolveDeps))
+	for _, up := range a.ResolveDeps {
+		v, ok, err := p.value(up, false)
 		if err != nil {
 			return nil, hcl.Diagnostics{{
 				Severity: hcl.DiagError,
 				Summary:  "Cannot decode stored outputs",
-				Detail:   fmt.Sprintf("decode outputs of activity.%s in %s: %v", up, wf.Address(), err),
+				Detail:   fmt.Sprintf("decode outputs of activity.%s in %s: %v", up, p.wf.Address(), err),
 				Subject:  a.DeclRange.Ptr(),
 			}}
 		}
-		upstream[up] = v
+		if ok {
+			upstream[up] = v // a missing one is reported by Resolve
+		}
 	}
-	res, diags := resolve(a, upstream)
+	res, diags := p.resolve(a, upstream)
 	if res == nil && !diags.HasErrors() {
 		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Cannot evaluate activity", Detail: "activity." + a.Name + " could not be evaluated", Subject: a.DeclRange.Ptr()})
 	}
@@ -473,6 +355,18 @@ func failedReason(rec *record.Activity) string {
 	}
 	b.WriteString("; runs again from attempt 1")
 	return b.String()
+}
+
+// sortedNames returns the record names in order.
+func sortedNames(records map[string]*record.Activity) []string {
+	names := make([]string, 0, len(records))
+	for name, r := range records {
+		if r != nil {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
 }
 
 // hashRecords fingerprints an instance's records: sha256 over their JSON,

@@ -435,3 +435,19 @@ func TestStateHash(t *testing.T) {
 		t.Error("state hash did not change with the state")
 	}
 }
+
+// An upstream named by depends_on alone passes no outputs, so its stored
+// outputs are not decoded: a fan-out's would cost every element's.
+func TestDependsOnAloneDecodesNoOutputs(t *testing.T) {
+	r := fakeResolver{defs: map[string]string{}}
+	cfg := orderConfig()
+	ship := cfg.Workflows[0].Activity("ship")
+	ship.ResolveDeps = nil // ship only depends_on charge
+	st := memState{instances: map[string]map[string]*record.Activity{
+		"order/order-1001": {
+			"charge": {Name: "charge", Generation: 1, Status: record.StatusSucceeded, DefHash: r.hashFor(t, cfg.Workflows[0].Activity("charge"), nil), Outputs: []byte(`[1,2]`)},
+		}}}
+	if _, diags := build(cfg, st, Options{Now: planNow}, r.resolve); diags.HasErrors() {
+		t.Fatalf("diags = %v", diags)
+	}
+}

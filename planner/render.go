@@ -30,7 +30,7 @@ func actionStyle(a Action) string {
 		return ansiYellow
 	case ActionResume:
 		return ansiCyan
-	case ActionRetryFailed:
+	case ActionRetryFailed, ActionRemove:
 		return ansiRed
 	}
 	return ansiDim
@@ -65,16 +65,35 @@ func Render(w io.Writer, p *Plan, color bool) error {
 			continue
 		}
 		fmt.Fprintln(bw, paint(ansiBold, "Workflow instance "+ip.Address()+":"))
+		// The retry schedule of an activity with for_each is shown once,
+		// with the first of its elements that runs.
+		scheduled := map[string]bool{}
 		for _, ap := range ip.Activities {
-			line := fmt.Sprintf("%s activity.%s (%s)", ap.Action.Symbol(), ap.Name, ap.Kind)
-			if ap.Action == ActionUnchanged {
+			line := fmt.Sprintf("%s activity.%s", ap.Action.Symbol(), ap.Name)
+			if ap.Kind != "" {
+				line += " (" + ap.Kind + ")"
+			}
+			reason := ap.Reason
+			if ap.MovedFrom != "" {
+				reason = strings.TrimSuffix("moved from "+ap.MovedFrom+"; "+reason, "; ")
+			}
+			if ap.Action == ActionUnchanged && ap.MovedFrom == "" {
 				fmt.Fprintf(bw, "  %s\n", paint(ansiDim, line))
 				continue
 			}
-			if ap.Reason != "" {
-				fmt.Fprintf(bw, "  %s  %s\n", paint(actionStyle(ap.Action), line), paint(ansiDim, "# "+ap.Reason))
+			if reason != "" {
+				fmt.Fprintf(bw, "  %s  %s\n", paint(actionStyle(ap.Action), line), paint(ansiDim, "# "+reason))
 			} else {
 				fmt.Fprintf(bw, "  %s\n", paint(actionStyle(ap.Action), line))
+			}
+			if ap.Action == ActionRemove || ap.Action == ActionUnchanged {
+				continue
+			}
+			if ap.Block != "" {
+				if scheduled[ap.Block] {
+					continue
+				}
+				scheduled[ap.Block] = true
 			}
 			for _, l := range retryLines(ap) {
 				fmt.Fprintf(bw, "      %s\n", l)
@@ -86,8 +105,11 @@ func Render(w io.Writer, p *Plan, color bool) error {
 		fmt.Fprintln(bw)
 	}
 	run, rerun, resume, unchanged := p.Counts()
-	fmt.Fprintf(bw, "%s %d to run, %d to re-run, %d to resume, %d unchanged.\n",
-		paint(ansiBold, "Plan:"), run, rerun, resume, unchanged)
+	summary := fmt.Sprintf("%s %d to run, %d to re-run, %d to resume, %d unchanged", paint(ansiBold, "Plan:"), run, rerun, resume, unchanged)
+	if n := p.Removed(); n > 0 {
+		summary += fmt.Sprintf(", %d to forget", n)
+	}
+	fmt.Fprintln(bw, summary+".")
 	return flush(bw)
 }
 

@@ -19,14 +19,17 @@ const (
 	opSet opKind = iota
 	opDelete
 	opDeletePrefix
+	// opRename moves an activity's records (rename.go).
+	opRename
 )
 
 // op is one encoded change; mutations are encoded before they queue so a
 // caller's invalid record fails only that caller.
 type op struct {
-	kind opKind
-	key  []byte
-	val  []byte
+	kind   opKind
+	key    []byte
+	val    []byte
+	rename *record.ActivityRename
 }
 
 // commitReq is one Commit call waiting in the group-commit queue.
@@ -299,6 +302,8 @@ func (w *txnWriter) apply(ops []op) error {
 			err = w.do(func(txn *badger.Txn) error { return txn.Delete(o.key) })
 		case opDeletePrefix:
 			err = w.deletePrefix(o.key)
+		case opRename:
+			err = w.rename(o.rename)
 		}
 		if err != nil {
 			return err
@@ -337,7 +342,8 @@ func encodeMutations(muts []record.Mutation) ([]op, error) {
 
 func appendMutation(ops []op, m record.Mutation) ([]op, error) {
 	set := 0
-	for _, isSet := range []bool{m.Instance != nil, m.Activity != nil, m.Attempt != nil, m.Budget != nil, m.Spawn != nil, m.DeleteInstance != nil, m.Breaker != nil} {
+	for _, isSet := range []bool{m.Instance != nil, m.Activity != nil, m.Attempt != nil, m.Budget != nil, m.Spawn != nil, m.DeleteInstance != nil,
+		m.DeleteActivity != nil, m.RenameActivity != nil, m.Breaker != nil} {
 		if isSet {
 			set++
 		}
@@ -386,6 +392,14 @@ func appendMutation(ops []op, m record.Mutation) ([]op, error) {
 			return nil, err
 		}
 		return append(ops, op{kind: opSet, key: spawnKey(sp.Workflow, sp.Instance, sp.Activity), val: v}), nil
+	case m.DeleteActivity != nil:
+		return appendDeleteActivity(ops, m.DeleteActivity)
+	case m.RenameActivity != nil:
+		r := *m.RenameActivity
+		if r.Workflow == "" || r.Key == "" || r.From == "" || r.To == "" {
+			return nil, fmt.Errorf("rename activity %q to %q in %q/%q: empty name", r.From, r.To, r.Workflow, r.Key)
+		}
+		return append(ops, op{kind: opRename, rename: &r}), nil
 	case m.Breaker != nil:
 		v, err := record.Encode(m.Breaker)
 		if err != nil {

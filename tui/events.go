@@ -69,6 +69,12 @@ type row struct {
 	reason     string
 	duration   time.Duration // activity_succeeded duration
 	history    []attemptRec
+	// knownAfter is set on an activity whose for_each is not known yet.
+	knownAfter []string
+	// group is set on the header row of an activity with for_each, parent
+	// on its elements' rows (groups.go).
+	group  *rowGroup
+	parent *row
 }
 
 // logEntry is one event log line; a retry_scheduled right after the
@@ -124,10 +130,18 @@ func (m *Model) rowFor(ev *event.Event) *row {
 }
 
 func (m *Model) addRow(r *row) {
+	if m.attach(r) {
+		return
+	}
 	m.index[rowKey{r.instance, r.activity}] = len(m.rows)
 	m.rows = append(m.rows, r)
 	m.noteInstance(r.instance)
-	m.longest = max(m.longest, ansi.StringWidth(shortName(r.activity)))
+	m.noteWidth(r)
+}
+
+// noteWidth keeps longest the widest display name.
+func (m *Model) noteWidth(r *row) {
+	m.longest = max(m.longest, ansi.StringWidth(m.displayName(r)))
 }
 
 func (m *Model) noteInstance(inst string) {
@@ -176,11 +190,17 @@ func (m *Model) apply(ev *event.Event) {
 		m.final.Summary = ev.Summary
 		m.end = ev.Time
 		return
+	case event.ActivityExpanded:
+		m.applyExpanded(ev)
+		return
+	case event.ActivityRemoved, event.ActivityMoved, event.OutputKnown:
+		return // the event log says them; they have no row
 	}
 	if ev.Activity == "" {
 		return
 	}
 	r := m.rowFor(ev)
+	defer m.noteStatus(r, r.st)
 	if ev.Kind != "" {
 		r.kind = ev.Kind
 	}
@@ -362,9 +382,15 @@ func (m *Model) applyPlan(ev *event.Event) {
 		}
 		r.kind, r.action, r.maxAttempts = a.Kind, a.Action, a.MaxAttempts
 		r.attempt = a.Attempts
+		before := r.st
 		r.st = stPending
 		if a.Action == "unchanged" {
 			r.st = stUnchanged
+		}
+		r.knownAfter = a.KnownAfter
+		m.noteStatus(r, before)
+		if r.parent != nil {
+			m.regroup(r.parent)
 		}
 	}
 }
@@ -399,9 +425,18 @@ func (m *Model) addLog(ev *event.Event) {
 
 func shortName(activity string) string { return strings.TrimPrefix(activity, "activity.") }
 
+// displayName is a row's name: the activity (after the instance, with
+// several), an element as its key indented under its activity.
 func (m *Model) displayName(r *row) string {
-	if len(m.instances) > 1 {
-		return r.instance + " " + shortName(r.activity)
+	if r.parent != nil {
+		return "    " + strings.TrimPrefix(r.activity, r.parent.activity)
 	}
-	return shortName(r.activity)
+	name := shortName(r.activity)
+	if len(m.instances) > 1 {
+		name = r.instance + " " + name
+	}
+	if r.group != nil && len(r.group.members) > 0 {
+		name = foldMark(r.group) + name
+	}
+	return name
 }

@@ -79,14 +79,14 @@ func (m *Model) refreshVisible() {
 		return
 	}
 	m.filter.dirty = false
-	if m.filter.text == "" {
+	if !m.filtered() {
 		m.filter.visible, m.filter.mask = nil, nil
 	} else {
 		terms := strings.Fields(strings.ToLower(m.filter.text))
 		vis := m.filter.visible[:0]
 		mask := m.filter.mask[:0]
 		for i, r := range m.rows {
-			ok := m.matches(r, terms)
+			ok := !hidden(r) && m.matches(r, terms)
 			mask = append(mask, ok)
 			if ok {
 				vis = append(vis, i)
@@ -100,11 +100,16 @@ func (m *Model) refreshVisible() {
 	m.clampScroll()
 }
 
+// filtered reports whether some rows are not shown: a filter, or a folded
+// group.
+func (m *Model) filtered() bool { return m.filter.text != "" || m.collapsed > 0 }
+
 // nVisible is the number of rows the filter lets through.
 func (m *Model) nVisible() int {
-	if m.filter.text == "" {
+	if !m.filtered() {
 		return len(m.rows)
 	}
+	m.refreshVisible()
 	return len(m.filter.visible)
 }
 
@@ -113,7 +118,7 @@ func (m *Model) visRow(i int) *row {
 	if i < 0 || i >= m.nVisible() {
 		return nil
 	}
-	if m.filter.text == "" {
+	if !m.filtered() {
 		return m.rows[i]
 	}
 	return m.rows[m.filter.visible[i]]
@@ -121,7 +126,7 @@ func (m *Model) visRow(i int) *row {
 
 // posOf is the position of rows[idx] among the visible rows, or -1.
 func (m *Model) posOf(idx int) int {
-	if m.filter.text == "" {
+	if !m.filtered() {
 		if idx < len(m.rows) {
 			return idx
 		}
@@ -138,7 +143,7 @@ func (m *Model) posOf(idx int) int {
 // shown says whether the event log should show events of this activity:
 // with a filter, only those of the rows it lets through.
 func (m *Model) shown(instance, activity string) bool {
-	if m.filter.text == "" || activity == "" {
+	if !m.filtered() || activity == "" {
 		return true
 	}
 	i, ok := m.index[rowKey{instance, activity}]

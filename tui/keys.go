@@ -114,10 +114,16 @@ func (m *Model) mainKey(msg tea.KeyPressMsg) tea.Cmd {
 			m.focus = paneRows
 		}
 	case key.Matches(msg, k.Enter):
-		if m.selectedRow() != nil {
+		if r := m.selectedRow(); r != nil && r.group != nil {
+			m.toggleGroup(!r.group.collapsed)
+		} else if r != nil {
 			m.attempt = -1
 			m.open(screenHistory)
 		}
+	case m.focus == paneRows && key.Matches(msg, k.Prev):
+		m.toggleGroup(true)
+	case m.focus == paneRows && key.Matches(msg, k.Next):
+		m.toggleGroup(false)
 	case key.Matches(msg, k.Logs):
 		if m.selectedRow() != nil {
 			m.attempt = -1
@@ -311,6 +317,9 @@ func (m *Model) fire() tea.Cmd {
 	if r == nil || ctl == nil {
 		return nil
 	}
+	if r.group != nil {
+		return m.flash("select one of the elements of " + shortName(r.activity) + " to fire its retry")
+	}
 	if r.st == stCircuitWait {
 		// The breaker protects the downstream from every activity alike.
 		return m.flash(shortName(r.activity) + " waits for circuit " + r.breaker + ": it cannot be fired by hand")
@@ -383,7 +392,7 @@ func (m *Model) visIndex(p int) int {
 	if p < 0 || p >= m.nVisible() {
 		return -1
 	}
-	if m.filter.text == "" {
+	if !m.filtered() {
 		return p
 	}
 	return m.filter.visible[p]

@@ -131,7 +131,19 @@ func (m *Model) logParts(e *logEntry) (who string, texts []string, st lipgloss.S
 		text = "failed: " + errType(ev.Error) + reasonText(ev.Reason)
 		st = s.bad
 	case event.ActivitySkipped:
-		text = "skipped (upstream failed)"
+		text = "skipped (" + skipWhy(ev.Reason) + ")"
+	case event.ActivityExpanded:
+		text = fmt.Sprintf("for_each known: %d %s", len(ev.Activities), plural(len(ev.Activities), "element", "elements"))
+	case event.ActivityMoved:
+		text = "state moved from " + ev.From
+	case event.ActivityRemoved:
+		text = "removed; state forgotten"
+		if ev.Error != nil {
+			text += " (" + ev.Error.Message + ")"
+		}
+		st = s.warn
+	case event.OutputKnown:
+		return "", []string{outputLine(ev)}, st
 	case event.RunCompleted:
 		text = "run " + ev.Status
 		forms := []string{text}

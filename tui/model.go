@@ -135,8 +135,10 @@ type Model struct {
 	selRow   int
 	offset   int
 	filter   filterState
-	focus    pane
-	logBack  int // event log lines scrolled back from the newest; 0 follows
+	// collapsed counts the folded groups (groups.go).
+	collapsed int
+	focus     pane
+	logBack   int // event log lines scrolled back from the newest; 0 follows
 
 	screen   screen
 	back     []screen // screens to return to on esc

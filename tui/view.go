@@ -200,6 +200,9 @@ func (m *Model) header(w int, l layout) []string {
 
 	var running, waiting, pending, succeeded, failed, skipped, unchanged int
 	for _, r := range m.rows {
+		if r.group != nil && len(r.group.members) > 0 {
+			continue // its elements are counted
+		}
 		switch r.st {
 		case stRunning, stAttemptFailed:
 			running++
@@ -431,6 +434,9 @@ func (m *Model) trail(r *row, w int) string {
 // describe returns a row's symbol and what it is doing, in w cells.
 func (m *Model) describe(r *row, w int) (string, string) {
 	s := m.styles
+	if r.group != nil && len(r.group.members) > 0 {
+		return m.describeGroup(r, w)
+	}
 	switch r.st {
 	case stRunning:
 		frame := spinnerFrames.Frames[int(m.now.UnixMilli()/spinnerFrames.FPS.Milliseconds())%len(spinnerFrames.Frames)]
@@ -494,11 +500,7 @@ func (m *Model) describe(r *row, w int) (string, string) {
 		}
 		return s.bad.Render("✗"), s.bad.Render(fit(w, forms...))
 	case stSkipped:
-		why := "upstream failed"
-		if r.reason != "" && r.reason != event.ReasonUpstreamFailed {
-			why = r.reason
-		}
-		return s.dim.Render("⊘"), s.dim.Render(fit(w, "skipped ("+why+")", "skipped"))
+		return s.dim.Render("⊘"), s.dim.Render(fit(w, "skipped ("+skipWhy(r.reason)+")", "skipped"))
 	case stUnchanged:
 		return s.dim.Render("="), s.dim.Render("unchanged")
 	}
@@ -506,6 +508,9 @@ func (m *Model) describe(r *row, w int) (string, string) {
 }
 
 func pendingText(r *row) string {
+	if len(r.knownAfter) > 0 {
+		return "pending (elements known after " + strings.Join(r.knownAfter, ", ") + ")"
+	}
 	switch r.action {
 	case "resume":
 		return "pending (resume)"

@@ -73,7 +73,7 @@ func (cmd *ApplyCommand) Run(ctx context.Context, args []string) error {
 	fs.BoolVar(&cmd.autoApprove, "auto-approve", false, "skip the approval prompt")
 	fs.BoolVar(&cmd.json, "json", false, "print one JSON object per event instead of lines or the dashboard (needs -auto-approve)")
 	fs.IntVar(&cmd.parallelism, "parallelism", defaultParallelism, "at most `N` exec and http attempts at once")
-	fs.Var(&cmd.replace, "replace", "re-run `activity.NAME` (or WORKFLOW.activity.NAME) even if it succeeded (repeatable)")
+	fs.Var(&cmd.replace, "replace", "re-run `activity.NAME` (an element: activity.NAME[\"KEY\"]; or after WORKFLOW.) even if it succeeded (repeatable)")
 	cmd.metrics.register(fs)
 	cmd.engine.register(fs, true)
 	target, err := parseDir(fs, args)
@@ -344,6 +344,9 @@ func (cmd *ApplyCommand) execute(ctx context.Context, cfg *config.Config, store 
 	status := outcome.Status
 	if !cmd.json {
 		fmt.Fprintf(cmd.stdout, "\n%s\n", fmtSummary(status, outcome.Summary))
+		if err := printOutputs(cmd.stdout, cfg, plan, store.Activities); err != nil {
+			fmt.Fprintf(cmd.stderr, "Warning: %v\n", err)
+		}
 	}
 	switch status {
 	case event.StatusSucceeded:

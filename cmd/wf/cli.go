@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/charmbracelet/x/term"
+
+	"github.com/wf-engine/wf/config"
 )
 
 // run is the whole program behind main, with every input injectable so that
@@ -106,12 +108,14 @@ func (c *CLI) Run(ctx context.Context, args []string) int {
 		cmd = &HistoryCommand{cli: c}
 	case "stats":
 		cmd = &StatsCommand{cli: c}
+	case "output":
+		cmd = &OutputCommand{cli: c}
 	case "watch":
 		cmd = &WatchCommand{cli: c}
 	case "worker":
 		cmd = &WorkerCommand{cli: c}
 	default:
-		fmt.Fprintf(c.Stderr, "wf: unknown command %q\n\n%s", name, usageText)
+		fmt.Fprintf(c.Stderr, "Error: wf has no command %q.%s\nRun \"wf -help\" for the list of commands.\n", name, didYouMean(name, commandNames))
 		return exitError
 	}
 	return c.exit(cmd.Run(ctx, args[1:]))
@@ -154,6 +158,7 @@ Other commands:
   fmt        Rewrite *.wf.hcl files in the canonical format
   graph      Print the activity graph in DOT format
   history    Show the attempt log of an instance
+  output     Show the outputs of an instance
   state      Inspect and edit the state (list, show, rm)
   stats      Show retry rates and error types per activity
   watch      Attach the dashboard to a running wf apply
@@ -181,6 +186,17 @@ func (c *CLI) newFlagSet(name, usage, help string) *flag.FlagSet {
 	return fs
 }
 
+// commandNames are the commands wf knows, for suggestions.
+var commandNames = []string{"validate", "fmt", "graph", "plan", "apply", "state", "history", "output", "stats", "watch", "worker", "version", "help"}
+
+// didYouMean is ` Did you mean "x"?` for the closest name, or "".
+func didYouMean(name string, names []string) string {
+	if s := config.Suggest(name, names); s != "" {
+		return fmt.Sprintf(" Did you mean %q?", s)
+	}
+	return ""
+}
+
 // parseArgs parses flags wherever they appear among the positional
 // arguments, so that both `wf plan -no-color dir` and `wf plan dir
 // -no-color` work. A "--" ends flag parsing; everything after it is
@@ -188,7 +204,7 @@ func (c *CLI) newFlagSet(name, usage, help string) *flag.FlagSet {
 func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 	var positional []string
 	for {
-		if err := fs.Parse(args); err != nil {
+		if err := parseFlags(fs, args); err != nil {
 			return nil, err
 		}
 		rest := fs.Args()
@@ -201,6 +217,37 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 		positional = append(positional, rest[0])
 		args = rest[1:]
 	}
+}
+
+// parseFlags is fs.Parse with wf's errors: a flag mistake is said once,
+// with the closest flag when one is close (`-auto-aprove`: Did you mean
+// -auto-approve?) and where to find the others, without the whole usage;
+// -h prints the usage.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	usage, out := fs.Usage, fs.Output()
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	fs.Usage = usage
+	fs.SetOutput(out)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, flag.ErrHelp):
+		usage()
+		return err
+	}
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		var names []string
+		fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+		msg = fmt.Sprintf("%s has no flag -%s.", fs.Name(), name)
+		if s := config.Suggest(name, names); s != "" {
+			msg += fmt.Sprintf(" Did you mean -%s?", s)
+		}
+	}
+	fmt.Fprintf(out, "Error: %s\nRun \"%s -h\" for its flags.\n", msg, fs.Name())
+	return exitCode(exitError)
 }
 
 // usageErr reports a wrong number of positional arguments.

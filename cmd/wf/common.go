@@ -26,7 +26,7 @@ type commonFlags struct {
 
 func (f *commonFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.vars, "var", "set a variable, `NAME=VALUE` (repeatable)")
-	fs.Var(&f.varFiles, "var-file", "load variables from an HCL `FILE` (repeatable)")
+	fs.Var(&f.varFiles, "var-file", "load variables from `FILE`: HCL attributes, or a JSON object when it ends in .json (repeatable)")
 	fs.StringVar(&f.workflow, "workflow", "", "only this workflow `NAME` (default: every workflow)")
 	f.registerState(fs)
 	switch fs.Name() {

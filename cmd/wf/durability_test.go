@@ -29,7 +29,7 @@ var durBin struct {
 }
 
 // durBinary builds cmd/wf once per test binary.
-func durBinary(t *testing.T) string {
+func durBinary(t testing.TB) string {
 	t.Helper()
 	durBin.once.Do(func() {
 		dir, err := os.MkdirTemp("", "wf-bin-")

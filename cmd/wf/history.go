@@ -66,7 +66,9 @@ func (cmd *HistoryCommand) Run(ctx context.Context, args []string) error {
 	}
 	var names []string
 	if activity != "" {
-		names = []string{activity}
+		if names, err = elementNames(store, wf, key, activity); err != nil {
+			return err
+		}
 	} else {
 		acts, err := store.Activities(wf, key)
 		if err != nil {

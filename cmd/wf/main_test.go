@@ -107,11 +107,11 @@ func TestUsage(t *testing.T) {
 		{name: "no args", args: nil, code: 1, stderr: "Usage: wf"},
 		{name: "help", args: []string{"-h"}, code: 0, stdout: "Main commands:"},
 		{name: "double dash help", args: []string{"--help"}, code: 0, stdout: "watch"},
-		{name: "unknown", args: []string{"frobnicate"}, code: 1, stderr: `unknown command "frobnicate"`},
+		{name: "unknown", args: []string{"frobnicate"}, code: 1, stderr: `wf has no command "frobnicate".` + "\nRun \"wf -help\" for the list of commands.\n"},
 		{name: "command help", args: []string{"plan", "-h"}, code: 0, stderr: "-detailed-exitcode"},
-		{name: "unknown flag", args: []string{"plan", "-bogus"}, code: 1, stderr: "flag provided but not defined: -bogus"},
+		{name: "unknown flag", args: []string{"plan", "-bogus"}, code: 1, stderr: "Error: wf plan has no flag -bogus.\nRun \"wf plan -h\" for its flags.\n"},
 		{name: "state usage", args: []string{"state"}, code: 1, stderr: "Subcommands:"},
-		{name: "state unknown", args: []string{"state", "mv"}, code: 1, stderr: `unknown subcommand "mv"`},
+		{name: "state unknown", args: []string{"state", "mv"}, code: 1, stderr: `wf state has no subcommand "mv".`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -175,5 +175,31 @@ func TestParseArgs(t *testing.T) {
 				t.Errorf("positional %q out %q check %v; want %q %q %v", got, *out, *check, tt.positional, tt.out, tt.check)
 			}
 		})
+	}
+}
+
+// TestDidYouMeanOnTheCommandLine: a mistyped command, subcommand or flag
+// is said once, with the closest name, and no usage dump.
+func TestDidYouMeanOnTheCommandLine(t *testing.T) {
+	dir := writeConfig(t, map[string]string{"main.wf.hcl": "workflow \"w\" {\n  activity \"fetch\" {\n    exec { command = [\"true\"] }\n  }\n}\n"})
+	tests := []struct {
+		args   []string
+		stderr string
+	}{
+		{[]string{"aply"}, "Error: wf has no command \"aply\". Did you mean \"apply\"?\nRun \"wf -help\" for the list of commands.\n"},
+		{[]string{"apply", "-auto-aprove", dir}, "Error: wf apply has no flag -auto-aprove. Did you mean -auto-approve?\nRun \"wf apply -h\" for its flags.\n"},
+		{[]string{"plan", "--detailed-exitcod", dir}, "Error: wf plan has no flag -detailed-exitcod. Did you mean -detailed-exitcode?\nRun \"wf plan -h\" for its flags.\n"},
+		{[]string{"state", "lst"}, "Error: wf state has no subcommand \"lst\". Did you mean \"list\"?"},
+		{[]string{"plan", "-replace=activity.fetc", dir}, "-replace=activity.fetc does not name an activity of the planned workflows. Did you mean activity.fetch?"},
+		{[]string{"plan", "-workflow", "ww", dir}, "Did you mean"},
+	}
+	for _, tt := range tests {
+		r := wf(t, tt.args...)
+		if r.code != 1 || !strings.Contains(r.stderr, tt.stderr) {
+			t.Errorf("wf %v: exit %d, stderr %q, want %q", tt.args, r.code, r.stderr, tt.stderr)
+		}
+		if strings.Contains(r.stderr, "Usage:") && tt.args[0] != "state" {
+			t.Errorf("wf %v printed the usage:\n%s", tt.args, r.stderr)
+		}
 	}
 }

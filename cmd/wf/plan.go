@@ -27,7 +27,7 @@ func (cmd *PlanCommand) Run(ctx context.Context, args []string) error {
 	cmd.flags.register(fs)
 	fs.StringVar(&cmd.out, "out", "", "save the plan to `FILE`; wf apply FILE runs exactly that plan")
 	fs.BoolVar(&cmd.detailedExitCode, "detailed-exitcode", false, "exit 2 when the plan has changes (0 when none, 1 on error)")
-	fs.Var(&cmd.replace, "replace", "re-run `activity.NAME` (or WORKFLOW.activity.NAME) even if it succeeded (repeatable)")
+	fs.Var(&cmd.replace, "replace", "re-run `activity.NAME` (an element: activity.NAME[\"KEY\"]; or after WORKFLOW.) even if it succeeded (repeatable)")
 	cmd.engine.register(fs, false)
 	dir, _, err := parseConfigDir(fs, args)
 	if err != nil {

@@ -56,7 +56,7 @@ func (cmd *StateCommand) Run(ctx context.Context, args []string) error {
 		fmt.Fprint(c.Stderr, stateUsage)
 		return nil
 	default:
-		fmt.Fprintf(c.Stderr, "wf state: unknown subcommand %q\n\n%s", args[0], stateUsage)
+		fmt.Fprintf(c.Stderr, "Error: wf state has no subcommand %q.%s\n\n%s", args[0], didYouMean(args[0], []string{"list", "show", "rm"}), stateUsage)
 		return exitCode(exitError)
 	}
 	return sub.Run(ctx, args[1:])

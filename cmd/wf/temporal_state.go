@@ -65,7 +65,9 @@ func (cmd *HistoryCommand) historyTemporal(ctx context.Context, wf, key, activit
 	}
 	var names []string
 	if activity != "" {
-		names = []string{activity}
+		if names, err = namesIn(st.Activities, wf, key, activity); err != nil {
+			return err
+		}
 	} else {
 		for _, a := range sortedActivities(st.Activities) {
 			names = append(names, a.Name)

@@ -128,6 +128,8 @@ func (v *plainView) format(e event.Event) string {
 		return fmtOrphanEnded(e)
 	case event.OrphanAlive:
 		return fmt.Sprintf("%s: error: %s", e.Activity, errMessage(e.Error))
+	case event.ActivityRemoved, event.ActivityMoved, event.ActivityExpanded, event.OutputKnown:
+		return fmtLanguageEvent(e)
 	case event.CircuitOpened, event.CircuitHalfOpen, event.CircuitClosed:
 		return fmtCircuit(e)
 	case event.CircuitWait:

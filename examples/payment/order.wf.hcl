@@ -13,11 +13,12 @@ workflow "order" {
     exec {
       command = ["./bin/start-api.sh"]
       env = {
-        API_PORT     = "${var.api_port}"
-        API_THROTTLE = "${var.api_throttle}"
-        API_FAIL     = "${var.api_fail}"
-        API_OUTAGE   = var.api_outage
-        API_IDLE     = "60s"
+        API_PORT      = "${var.api_port}"
+        API_THROTTLE  = "${var.api_throttle}"
+        API_FAIL      = "${var.api_fail}"
+        API_SHIP_FAIL = "${var.ship_fail}"
+        API_OUTAGE    = var.api_outage
+        API_IDLE      = "60s"
       }
     }
     timeout = "2m" # the first `go build` on a cold cache takes a while
@@ -124,6 +125,30 @@ workflow "order" {
     depends_on = [activity.ship]
   }
 
+  # Compensation: when shipping fails for good, the card is refunded.
+  # any_failed runs it only after an upstream failed (or was skipped
+  # because something before it failed); when narrows that to ship
+  # itself having failed: if the charge failed there is nothing to refund.
+  # Its success handles ship's failure, so the run does not fail.
+  activity "refund" {
+    trigger_rule = "any_failed"
+    when         = activity.ship.status == "failed"
+    http {
+      url     = "${activity.start_api.result.url}/refunds"
+      method  = "POST"
+      headers = { "Content-Type" = "application/json" }
+      body = jsonencode({
+        charge = activity.charge_card.result.id
+        reason = activity.ship.error.type
+      })
+      expect_status = [201]
+    }
+    timeout = "5s"
+    retry {
+      policy = retry_policy.payment
+    }
+  }
+
   activity "close_order" {
     exec {
       command = [
@@ -139,5 +164,21 @@ workflow "order" {
       ]
     }
     depends_on = [activity.cool_down]
+  }
+
+  # null when the charge failed.
+  output "charge" {
+    description = "The id of the charge."
+    value       = try(activity.charge_card.result.id, null)
+  }
+
+  # null unless the order was refunded.
+  output "refund" {
+    value = try(activity.refund.result.id, null)
+  }
+
+  output "card" {
+    value     = var.card
+    sensitive = true
   }
 }

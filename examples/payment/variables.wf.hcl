@@ -8,9 +8,12 @@ variable "order_id" {
 }
 
 # The card to charge. 4000000000000002 is always declined (HTTP 402).
+# Sensitive: wf shows it, and anything derived from it, as (sensitive),
+# and removes it from what the activities print before storing it.
 variable "card" {
-  type    = string
-  default = "4242424242424242"
+  type      = string
+  default   = "4242424242424242"
+  sensitive = true
 }
 
 variable "amount_cents" {
@@ -44,6 +47,13 @@ variable "api_throttle" {
 variable "api_fail" {
   type    = number
   default = 1
+}
+
+# The API answers 503 to this many shipment requests of each order; -1
+# makes the carrier fail for good, so that ship fails and refund runs.
+variable "ship_fail" {
+  type    = number
+  default = 0
 }
 
 # With e.g. "8s" the API is down hard for that long from the first charge

@@ -449,6 +449,21 @@ func TestSkipCascade(t *testing.T) {
 	}
 }
 
+// An upstream named by depends_on alone passes no outputs: its value (for
+// a fan-out, the decoded outputs of every element) is never computed.
+func TestDependsOnAlonePassesNoOutputs(t *testing.T) {
+	b := execAct("b", nil, "a", "x")
+	b.ResolveDeps = []string{"x"}
+	w := &world{wf: workflow(execAct("a", nil), execAct("x", nil), b), seen: map[string][]string{}}
+	h := newHarness(t, w, nil, t0)
+	h.start()
+	h.finish("a", nil)
+	h.finish("x", nil)
+	if !slices.Equal(w.seen["b"], []string{"x"}) {
+		t.Fatalf("b resolved with upstreams %v, want [x]", w.seen["b"])
+	}
+}
+
 func TestUpstreamOutputsAndConfigFailure(t *testing.T) {
 	w := &world{
 		wf:      workflow(execAct("a", nil), execAct("b", []retry.Rule{{Policy: expo(time.Second, 5)}}, "a"), execAct("c", nil, "b")),

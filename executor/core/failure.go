@@ -17,6 +17,7 @@ func (c *Core) result(res Result) {
 		// Stale or unknown: nothing in flight matches it.
 		return
 	}
+	res = c.redact(a, res)
 	c.running--
 	// The attempt's events carry the tail of what it printed (the
 	// dashboard's l view, for wf apply and wf watch alike).

@@ -59,6 +59,18 @@ func (m *memState) apply(ms []record.Mutation) {
 		case mu.Instance != nil:
 			i := *mu.Instance
 			m.insts[i.Address()] = &i
+		case mu.DeleteActivity != nil:
+			d := mu.DeleteActivity
+			delete(m.acts[d.Workflow+"/"+d.Key], d.Name)
+		case mu.RenameActivity != nil:
+			r := mu.RenameActivity
+			acts := m.acts[r.Workflow+"/"+r.Key]
+			if a := acts[r.From]; a != nil {
+				delete(acts, r.From)
+				cp := copyActivity(a)
+				cp.Name = r.To
+				acts[r.To] = &cp
+			}
 		case mu.Breaker != nil:
 			b := *mu.Breaker
 			m.breakers[b.Name] = &b
@@ -215,8 +227,10 @@ func workflow(acts ...*config.Activity) *config.Workflow {
 	return w
 }
 
+// execAct is an exec activity whose command reads the outputs of each of
+// deps.
 func execAct(name string, rules []retry.Rule, deps ...string) *config.Activity {
-	return &config.Activity{Name: name, Kind: config.KindExec, Rules: rules, DependsOn: deps, Timeout: 30 * time.Second}
+	return &config.Activity{Name: name, Kind: config.KindExec, Rules: rules, DependsOn: deps, ResolveDeps: deps, Timeout: 30 * time.Second}
 }
 
 func sleepAct(name string, deps ...string) *config.Activity {

@@ -37,6 +37,9 @@ type inst struct {
 	addr string
 	acts []*act // topological order, ties broken by declaration order
 	rec  *record.Instance
+	// More of the instance (expand.go): its nodes by name, its stored
+	// records as the configuration names them, its outputs.
+	instExt
 }
 
 type act struct {
@@ -53,7 +56,6 @@ type act struct {
 	cur     *record.Attempt // the attempt in flight or sleeping
 	up      []*act
 	down    []*act
-	unmet   int
 	heapIdx int
 	qIdx    int
 	dirty   bool
@@ -71,6 +73,9 @@ type act struct {
 	// beatShown and detailsSaved rate-limit heartbeat events and the
 	// commits of heartbeat details (heartbeat.go).
 	beatShown, detailsSaved time.Time
+	// What the language adds (for_each groups, trigger rules, cached
+	// upstream values, redaction): expand.go, trigger.go, redact.go.
+	actExt
 }
 
 // Core is the executor's deterministic state machine. It is not safe for
@@ -159,37 +164,7 @@ func New(opts Options) *Core {
 		}
 		c.byAddr[in.addr] = in
 		c.insts = append(c.insts, in)
-		state := opts.Activities[in.addr]
-		byName := map[string]*act{}
-		for _, ac := range topoOrder(spec.Workflow.Activities) {
-			a := &act{in: in, cfg: ac, order: len(c.all), heapIdx: -1, qIdx: -1, rule: -1}
-			if r := state[ac.Name]; r != nil {
-				cp := copyActivity(r)
-				a.rec = &cp
-			}
-			a.mode = modeFor(spec.Modes, ac.Name, a.rec)
-			a.action = actionFor(a.mode, a.rec)
-			for _, r := range ac.Rules {
-				if r.Policy.Budget != "" {
-					a.budget = r.Policy.Budget
-					break
-				}
-			}
-			c.gatesOf(a)
-			byName[ac.Name] = a
-			in.acts = append(in.acts, a)
-			c.all = append(c.all, a)
-		}
-		// in.acts is topological, so every upstream already has its node
-		// and downstream lists come out in topological order.
-		for _, a := range in.acts {
-			for _, name := range a.cfg.DependsOn {
-				if u := byName[name]; u != nil && u != a {
-					a.up = append(a.up, u)
-					u.down = append(u.down, a)
-				}
-			}
-		}
+		c.buildInstance(in, spec)
 	}
 	for _, name := range sortedKeys(c.breakers) {
 		g := c.breakers[name]
@@ -293,6 +268,7 @@ func (c *Core) Start(now time.Time) Ready {
 		c.begin = now
 		for _, in := range c.insts {
 			c.initInstance(in)
+			c.settleState(in)
 		}
 		// Recovery after every instance is initialised, so that a failure
 		// found here can cascade into downstream activities.
@@ -387,6 +363,7 @@ func (c *Core) step(now time.Time, f func()) Ready {
 	c.fireDue()
 	c.pump()
 	c.unstick()
+	c.emitOutputs()
 	c.checkDone()
 	c.flush()
 	if !c.stopped && !c.finished {
@@ -477,10 +454,5 @@ func (c *Core) find(addr, name string) *act {
 	if in == nil {
 		return nil
 	}
-	for _, a := range in.acts {
-		if a.cfg.Name == name {
-			return a
-		}
-	}
-	return nil
+	return in.byName[name]
 }

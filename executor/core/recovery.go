@@ -23,21 +23,7 @@ func (c *Core) initInstance(in *inst) {
 	c.instDirty = append(c.instDirty, in)
 
 	plan := event.Event{Time: c.now, Type: event.Plan, Workflow: in.wf.Name, Instance: in.addr}
-	for _, a := range in.acts {
-		info := event.ActivityInfo{
-			Activity:    "activity." + a.cfg.Name,
-			Kind:        string(a.cfg.Kind),
-			Action:      a.action,
-			MaxAttempts: maxAttempts(a.cfg),
-		}
-		for _, u := range a.up {
-			info.DependsOn = append(info.DependsOn, "activity."+u.cfg.Name)
-		}
-		if a.mode == ModeResume && a.rec != nil {
-			info.Attempts = a.rec.Attempts
-		}
-		plan.Activities = append(plan.Activities, info)
-	}
+	plan.Activities = c.planInfos(in.acts)
 	// The breakers its activities are behind, so that the views show
 	// them from the start.
 	for _, g := range c.breakerList {
@@ -51,7 +37,9 @@ func (c *Core) initInstance(in *inst) {
 	c.emit(plan)
 
 	for _, a := range in.acts {
-		c.initActivity(a)
+		if a.grp == nil {
+			c.initActivity(a)
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/zclconf/go-cty/cty"
@@ -12,25 +13,6 @@ import (
 	"github.com/wf-engine/wf/executor/event"
 	"github.com/wf-engine/wf/statefile/record"
 )
-
-func (c *Core) unblock(a *act) {
-	a.unmet = 0
-	for _, u := range a.up {
-		switch {
-		case u.rec.Status == record.StatusSucceeded && u.phase == phaseDone:
-		case u.phase == phaseDone:
-			c.skip(a)
-			return
-		default:
-			// Running, waiting, or held (which never ends in this run:
-			// the activity stays blocked and pending).
-			a.unmet++
-		}
-	}
-	if a.unmet == 0 {
-		c.enqueue(a, a.rec.Attempts+1, "")
-	}
-}
 
 // ---- transitions --------------------------------------------------------
 
@@ -55,9 +37,15 @@ func (c *Core) pump() {
 }
 
 func (c *Core) startAttempt(a *act) {
-	upstream := make(map[string]cty.Value, len(a.up))
+	upstream := make(map[string]cty.Value, len(a.cfg.ResolveDeps))
 	for _, u := range a.up {
-		v, err := config.OutputsValue(u.rec.Outputs)
+		// Only what the kind block reads: the value of an upstream named
+		// by depends_on alone is never used, and that of a fan-out
+		// decodes the outputs of every element.
+		if _, reads := slices.BinarySearch(a.cfg.ResolveDeps, u.cfg.Name); !reads {
+			continue
+		}
+		v, err := c.upstreamValue(u, false)
 		if err != nil {
 			c.release(a, nil)
 			c.failConfig(a, fmt.Sprintf("outputs of activity.%s: %v", u.cfg.Name, err))
@@ -72,9 +60,10 @@ func (c *Core) startAttempt(a *act) {
 			msg = diagText(diags)
 		}
 		c.release(a, nil)
-		c.failConfig(a, msg)
+		c.failConfig(a, a.in.red.String(msg))
 		return
 	}
+	c.setRedactor(a, res)
 	r := a.rec
 	n := a.next
 	if n < 1 {
@@ -171,37 +160,26 @@ func (c *Core) succeed(a *act, outputs json.RawMessage, end time.Time) {
 	ev.Attempt = att.Number
 	ev.DurationMs = event.Ms(end.Sub(r.FirstStart))
 	c.emit(ev)
-
-	for _, d := range a.down {
-		if d.phase == phaseBlocked {
-			d.unmet--
-			if d.unmet <= 0 {
-				c.enqueue(d, d.rec.Attempts+1, "")
-			}
-		}
-	}
+	c.ended(a)
 }
 
-func (c *Core) skip(a *act) {
+// skip ends an activity that does not run (reason: why, see trigger.go).
+func (c *Core) skip(a *act, reason string) {
 	r := a.rec
 	r.Status = record.StatusSkipped
+	r.FailReason = reason
 	r.Timer = nil
 	r.Finished = c.now
 	c.markAct(a)
 	a.phase = phaseDone
 	ev := c.ev(a, event.ActivitySkipped)
-	ev.Reason = event.ReasonUpstreamFailed
+	ev.Reason = reason
 	c.emit(ev)
 	c.cascade(a)
 }
 
-func (c *Core) cascade(a *act) {
-	for _, d := range a.down {
-		if d.phase == phaseBlocked {
-			c.skip(d)
-		}
-	}
-}
+// cascade tells the activities downstream of a that it ended.
+func (c *Core) cascade(a *act) { c.ended(a) }
 
 // ---- completion ---------------------------------------------------------
 
@@ -212,28 +190,8 @@ func (c *Core) checkDone() {
 	if !c.stopped && (c.timers.Len() > 0 || c.queue.Len() > 0) {
 		return
 	}
-	sum := event.Summary{Activities: len(c.all), Attempts: c.attempts, Retries: c.retries, DurationMs: c.now.Sub(c.begin).Milliseconds()}
-	for _, a := range c.all {
-		switch {
-		case a.mode == ModeSkip:
-			sum.Unchanged++
-		case a.rec.Status == record.StatusSucceeded:
-			sum.Succeeded++
-		case a.rec.Status == record.StatusFailed:
-			sum.Failed++
-		case a.rec.Status == record.StatusSkipped:
-			sum.Skipped++
-		default:
-			sum.Pending++
-		}
-	}
-	status := event.StatusSucceeded
-	switch {
-	case c.stopped && sum.Pending > 0:
-		status = event.StatusInterrupted
-	case sum.Failed > 0 || sum.Skipped > 0 || sum.Pending > 0:
-		status = event.StatusFailed
-	}
+	// Counting and the run's status: trigger.go.
+	sum, status := c.outcome()
 	c.finished = true
 	c.status = status
 	ev := event.Event{Time: c.now, Type: event.RunCompleted, Status: status, Summary: &sum}

@@ -4,6 +4,7 @@
 package event
 
 import (
+	"encoding/json"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -37,6 +38,19 @@ const (
 	// attempt is not started in this run, so that two attempts never run
 	// at once. Error says so in words.
 	OrphanAlive Type = "orphan_alive"
+	// ActivityRemoved is an extension: an activity (or element) in state
+	// but no longer in the configuration was forgotten; Error.Message
+	// says what was cancelled with it (a pending retry, a sleep).
+	ActivityRemoved Type = "activity_removed"
+	// ActivityMoved is an extension: a moved block carried the state of
+	// From over to Activity.
+	ActivityMoved Type = "activity_moved"
+	// ActivityExpanded is an extension: the for_each of Activity became
+	// known during the run; Activities lists its elements.
+	ActivityExpanded Type = "activity_expanded"
+	// OutputKnown is an extension: a workflow output was evaluated once
+	// what it refers to had ended (Value).
+	OutputKnown Type = "output"
 )
 
 const (
@@ -69,6 +83,12 @@ const (
 	ReasonRetryIf         = "retry_if"
 	ReasonBudgetExhausted = "budget_exhausted"
 	ReasonUpstreamFailed  = "upstream_failed"
+	// Skip reasons of activity_skipped besides upstream_failed (SPEC §10):
+	// an upstream was skipped (all_succeeded), none failed (any_failed),
+	// or when was false.
+	ReasonUpstreamSkipped  = "upstream_skipped"
+	ReasonNoUpstreamFailed = "no_upstream_failed"
+	ReasonConditionFalse   = "condition_false"
 	// ReasonInterrupted: the engine stopped mid-attempt and the policy
 	// opted out of resuming (non_retryable_errors = ["interrupted"]); a
 	// person should look before it runs again.
@@ -172,6 +192,32 @@ type ActivityInfo struct {
 	DependsOn   []string `json:"depends_on,omitempty"`
 	// Attempts already made in the current generation (resume).
 	Attempts int `json:"attempts,omitempty"`
+	// Block is set on an element of an activity with for_each: the
+	// activity's address without the key ("activity.fetch"), so views
+	// can group the elements.
+	Block string `json:"block,omitempty"`
+	// KnownAfter is set on an activity with for_each whose elements are
+	// not known yet: the activities they wait for.
+	KnownAfter []string `json:"known_after,omitempty"`
+}
+
+// Block returns the address of the activity an element belongs to:
+// `activity.fetch["a"]` gives "activity.fetch"; any other address is
+// returned as it is. Activity names have no "[", so the first one starts
+// the key.
+func Block(activity string) string {
+	if i := strings.IndexByte(activity, '['); i > 0 {
+		return activity[:i]
+	}
+	return activity
+}
+
+// NamedValue is a workflow output on an output event. A sensitive one
+// carries no value.
+type NamedValue struct {
+	Name      string          `json:"name"`
+	Value     json.RawMessage `json:"value,omitempty"`
+	Sensitive bool            `json:"sensitive,omitempty"`
 }
 
 // Summary closes a run.
@@ -254,6 +300,10 @@ type Event struct {
 	// allows, so DelayMs is that cap instead.
 	DelayCapped      bool   `json:"delay_capped,omitempty"`
 	RequestedDelayMs *int64 `json:"requested_delay_ms,omitempty"`
+	// From is set on activity_moved: the address the state came from.
+	From string `json:"from,omitempty"`
+	// Value is set on output events.
+	Value *NamedValue `json:"output_value,omitempty"`
 }
 
 // RuleRef names the retry rule that speaks for an activity: the one whose

@@ -192,7 +192,11 @@ func newState() state {
 	}
 }
 
+// act returns the series of an activity. The elements of an activity with
+// for_each (activity.NAME["KEY"]) share the activity's series: labels
+// never carry a key, so their number stays bounded (SPEC §9).
 func (s *state) act(workflow, activity string) *actStats {
+	activity = event.Block(activity)
 	k := actKey{workflow, activity}
 	if a := s.acts[k]; a != nil {
 		return a

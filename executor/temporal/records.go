@@ -74,10 +74,44 @@ func (r *records) apply(ms []record.Mutation) {
 		case m.Budget != nil:
 			cp := *m.Budget
 			r.budgets[cp.Name] = &cp
+		case m.DeleteActivity != nil:
+			r.forget(m.DeleteActivity.Name, "")
+		case m.RenameActivity != nil:
+			r.forget(m.RenameActivity.From, m.RenameActivity.To)
 		case m.Breaker != nil:
 			cp := *m.Breaker
 			r.breakers[cp.Name] = &cp
 		}
+	}
+}
+
+// forget drops an activity's record and attempts (to == ""), or moves
+// them to the name to (a moved block).
+func (r *records) forget(name, to string) {
+	if a := r.activities[name]; a != nil {
+		delete(r.activities, name)
+		if to != "" {
+			cp := *a
+			cp.Name = to
+			r.activities[to] = &cp
+		}
+	}
+	// A new slice: states answered before may still hold the old one.
+	kept := make([]*record.Attempt, 0, len(r.attempts))
+	for _, a := range r.attempts {
+		switch {
+		case a.Activity != name:
+			kept = append(kept, a)
+		case to != "":
+			cp := *a
+			cp.Activity = to
+			kept = append(kept, &cp)
+		}
+	}
+	r.attempts = kept
+	clear(r.index)
+	for i, a := range r.attempts {
+		r.index[attemptKey{a.Activity, a.Generation, a.Number}] = i
 	}
 }
 

@@ -99,10 +99,13 @@ type Activity struct {
 	Timer     *Timer        `json:"timer,omitempty"`
 	// Outputs is a JSON object of the activity's outputs (result, stdout,
 	// stderr, exit_code, status, body, headers).
-	Outputs    json.RawMessage `json:"outputs,omitempty"`
-	LastError  *Error          `json:"last_error,omitempty"`
-	FailReason string          `json:"fail_reason,omitempty"`
-	Finished   time.Time       `json:"finished,omitzero"`
+	Outputs   json.RawMessage `json:"outputs,omitempty"`
+	LastError *Error          `json:"last_error,omitempty"`
+	// FailReason says why a failed activity failed (max_attempts, ...),
+	// or why a skipped one was skipped (upstream_failed, condition_false,
+	// ...).
+	FailReason string    `json:"fail_reason,omitempty"`
+	Finished   time.Time `json:"finished,omitzero"`
 	// HeartbeatDetails is the last non-empty content an attempt of this
 	// generation wrote to $WF_HEARTBEAT_FILE: its progress, which the
 	// next attempt gets as $WF_HEARTBEAT_DETAILS.
@@ -205,6 +208,28 @@ type Mutation struct {
 	Spawn          *Spawn
 	DeleteInstance *InstanceRef
 	Breaker        *Breaker
+	// DeleteActivity forgets one activity of an instance: its record,
+	// pending timer, attempts and spawn (an activity removed from the
+	// configuration).
+	DeleteActivity *ActivityRef
+	// RenameActivity moves one activity's record, pending timer, attempts
+	// and spawn to another name (a moved block), rewriting the names
+	// inside them.
+	RenameActivity *ActivityRename
+}
+
+// ActivityRef names one activity of an instance.
+type ActivityRef struct {
+	Workflow string
+	Key      string // the instance key
+	Name     string
+}
+
+// ActivityRename names an activity and its new name.
+type ActivityRename struct {
+	Workflow string
+	Key      string // the instance key
+	From, To string
 }
 
 // InstanceRef names an instance.

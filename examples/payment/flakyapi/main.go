@@ -8,9 +8,12 @@
 //	POST /charges    {"order","amount_cents","card"} -> 201 {"id",...}
 //	GET  /charges    every charge made, to check that nothing was charged twice
 //	POST /shipments  {"order","charge"} -> 201 {"id",...}
+//	POST /refunds    {"charge","reason"} -> 201 {"id",...}; the charge is refunded
 //
 // The first -throttle charge requests of each order answer 429 and the next
-// -fail answer 503, both with `Retry-After: 1`. With -outage D the API is
+// -fail answer 503, both with `Retry-After: 1`; the first -ship-fail
+// shipment requests of each order answer 503 (-1: every one, the carrier
+// is down for good). With -outage D the API is
 // down hard for D from the first charge request on: every charge request
 // answers 503 at once, without Retry-After, and counts for no order (what a
 // circuit breaker is for). The card 4000000000000002 is
@@ -61,6 +64,7 @@ func run(ctx context.Context, args []string, logOut io.Writer) error {
 	addr := fs.String("addr", "127.0.0.1:8089", "listen address (keep it on 127.0.0.1)")
 	fail := fs.Int("fail", 0, "answer 503 to the first N charge requests of each order (after -throttle)")
 	throttle := fs.Int("throttle", 0, "answer 429 to the first N charge requests of each order")
+	shipFail := fs.Int("ship-fail", 0, "answer 503 to the first N shipment requests of each order (-1: all of them)")
 	idle := fs.Duration("idle", 60*time.Second, "exit after this long without requests")
 	outage := fs.Duration("outage", 0, "answer 503 to every charge request for this long from the first one on")
 	health := fs.Bool("healthcheck", false, "probe -addr/healthz once and exit 0 if it answers")
@@ -77,6 +81,7 @@ func run(ctx context.Context, args []string, logOut io.Writer) error {
 	}
 	logger := log.New(logOut, "flakyapi: ", log.LstdFlags|log.Lmicroseconds)
 	api := newAPI(*throttle, *fail, logger, time.Now)
+	api.shipFail = *shipFail
 	api.outage = *outage
 	srv := &http.Server{Handler: api, ReadHeaderTimeout: 5 * time.Second}
 
@@ -89,7 +94,7 @@ func run(ctx context.Context, args []string, logOut io.Writer) error {
 		defer done()
 		_ = srv.Shutdown(shutdownCtx)
 	}()
-	logger.Printf("listening on http://%s (throttle=%d fail=%d outage=%s idle=%s)", ln.Addr(), *throttle, *fail, *outage, *idle)
+	logger.Printf("listening on http://%s (throttle=%d fail=%d ship-fail=%d outage=%s idle=%s)", ln.Addr(), *throttle, *fail, *shipFail, *outage, *idle)
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -157,6 +162,9 @@ type shipment struct {
 
 type api struct {
 	throttle, fail int
+	// shipFail is how many shipment requests of each order answer 503;
+	// -1 is every one.
+	shipFail int
 	// outage is how long charges fail hard from the first charge request
 	// (outageFrom) on.
 	outage     time.Duration
@@ -167,6 +175,7 @@ type api struct {
 	mu       sync.Mutex
 	last     time.Time
 	requests map[string]int   // charge requests seen per order
+	ships    map[string]int   // shipment requests seen per order
 	replies  map[string]reply // by "endpoint " + Idempotency-Key
 	charges  map[string]charge
 	mux      *http.ServeMux
@@ -180,6 +189,7 @@ func newAPI(throttle, fail int, logger *log.Logger, now func() time.Time) *api {
 		now:      now,
 		last:     now(),
 		requests: map[string]int{},
+		ships:    map[string]int{},
 		replies:  map[string]reply{},
 		charges:  map[string]charge{},
 		mux:      http.NewServeMux(),
@@ -190,6 +200,7 @@ func newAPI(throttle, fail int, logger *log.Logger, now func() time.Time) *api {
 	a.mux.HandleFunc("POST /charges", a.createCharge)
 	a.mux.HandleFunc("GET /charges", a.listCharges)
 	a.mux.HandleFunc("POST /shipments", a.createShipment)
+	a.mux.HandleFunc("POST /refunds", a.createRefund)
 	return a
 }
 
@@ -301,6 +312,14 @@ func (a *api) createShipment(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, rep.status, rep.body)
 		return
 	}
+	n := a.ships[in.Order]
+	a.ships[in.Order] = n + 1
+	if a.shipFail < 0 || n < a.shipFail {
+		a.logger.Printf("POST /shipments order=%s key=%s -> 503 (carrier down)", in.Order, key)
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "CarrierDown"})
+		return
+	}
 	var rep reply
 	if c, ok := a.charges[in.Charge]; !ok || c.Order != in.Order {
 		rep = reply{http.StatusUnprocessableEntity, map[string]string{"error": "UnknownCharge", "message": "no charge " + in.Charge + " for order " + in.Order}}
@@ -312,6 +331,51 @@ func (a *api) createShipment(w http.ResponseWriter, r *http.Request) {
 	}
 	a.logger.Printf("POST /shipments order=%s key=%s -> %d", in.Order, key, rep.status)
 	writeJSON(w, rep.status, rep.body)
+}
+
+// createRefund refunds a charge, once per Idempotency-Key: the
+// compensation of an order that cannot be shipped.
+func (a *api) createRefund(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		Charge string `json:"charge"`
+		Reason string `json:"reason"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.Charge == "" {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "BadRequest", "message": "want a JSON body with charge and reason"})
+		return
+	}
+	key := r.Header.Get("Idempotency-Key")
+
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if rep, ok := a.replies["refund "+key]; ok && key != "" {
+		a.logger.Printf("POST /refunds charge=%s key=%s -> %d (replayed, not refunded again)", in.Charge, key, rep.status)
+		writeJSON(w, rep.status, rep.body)
+		return
+	}
+	var rep reply
+	switch c, ok := a.charges[in.Charge]; {
+	case !ok:
+		rep = reply{http.StatusUnprocessableEntity, map[string]string{"error": "UnknownCharge", "message": "no charge " + in.Charge}}
+	case c.Status == "refunded":
+		rep = reply{http.StatusConflict, map[string]string{"error": "AlreadyRefunded", "message": "charge " + in.Charge + " was refunded before"}}
+	default:
+		c.Status = "refunded"
+		a.charges[in.Charge] = c
+		rep = reply{http.StatusCreated, refund{ID: newID("re_"), Charge: in.Charge, AmountCents: c.AmountCents, Reason: in.Reason}}
+	}
+	if key != "" {
+		a.replies["refund "+key] = rep
+	}
+	a.logger.Printf("POST /refunds charge=%s key=%s -> %d", in.Charge, key, rep.status)
+	writeJSON(w, rep.status, rep.body)
+}
+
+type refund struct {
+	ID          string `json:"id"`
+	Charge      string `json:"charge"`
+	AmountCents int    `json:"amount_cents"`
+	Reason      string `json:"reason"`
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

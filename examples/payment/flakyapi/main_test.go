@@ -197,6 +197,46 @@ func TestRunServesProbesAndExitsWhenIdle(t *testing.T) {
 	}
 }
 
+// TestShippingDownThenRefund: with the carrier down every shipment
+// answers 503; a refund marks the charge refunded, once per key, and a
+// second refund with another key is refused.
+func TestShippingDownThenRefund(t *testing.T) {
+	a := newAPI(0, 0, log.New(io.Discard, "", 0), time.Now)
+	a.shipFail = -1
+	do := func(path, key, body string) (int, map[string]any) {
+		t.Helper()
+		req := httptest.NewRequest("POST", path, strings.NewReader(body))
+		req.Header.Set("Idempotency-Key", key)
+		rec := httptest.NewRecorder()
+		a.ServeHTTP(rec, req)
+		var out map[string]any
+		if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		return rec.Code, out
+	}
+	_, c := do("/charges", "c", `{"order":"7","amount_cents":100,"card":"4242"}`)
+	id, _ := c["id"].(string)
+	for i := range 3 {
+		if code, out := do("/shipments", "s", `{"order":"7","charge":"`+id+`"}`); code != 503 || out["error"] != "CarrierDown" {
+			t.Fatalf("shipment %d: %d %v", i, code, out)
+		}
+	}
+	code, r1 := do("/refunds", "r", `{"charge":"`+id+`","reason":"http:503"}`)
+	if code != 201 || r1["charge"] != id || r1["amount_cents"] != 100.0 {
+		t.Fatalf("refund: %d %v", code, r1)
+	}
+	if code, r2 := do("/refunds", "r", `{"charge":"`+id+`","reason":"http:503"}`); code != 201 || r2["id"] != r1["id"] {
+		t.Errorf("replayed refund: %d %v", code, r2)
+	}
+	if code, r3 := do("/refunds", "other", `{"charge":"`+id+`"}`); code != 409 || r3["error"] != "AlreadyRefunded" {
+		t.Errorf("second refund: %d %v", code, r3)
+	}
+	if a.charges[id].Status != "refunded" {
+		t.Errorf("charge %+v", a.charges[id])
+	}
+}
+
 // TestOutage: from the first charge request on, every charge answers 503
 // without Retry-After for the outage's length; then the API behaves as
 // configured, with no order's counts used up by the outage.

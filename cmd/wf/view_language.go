@@ -1,0 +1,76 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/wf-engine/wf/config"
+	"github.com/wf-engine/wf/executor/event"
+	"github.com/wf-engine/wf/statefile/record"
+)
+
+// fmtLanguageEvent is the plain line of the events for_each, moved and
+// removed activities and outputs add.
+func fmtLanguageEvent(e event.Event) string {
+	switch e.Type {
+	case event.ActivityRemoved:
+		s := e.Activity + ": " + fmtReason(e.Reason) + "; its state was forgotten"
+		if e.Error != nil && e.Error.Message != "" {
+			s += " (" + e.Error.Message + ")"
+		}
+		return s
+	case event.ActivityMoved:
+		return fmt.Sprintf("%s: state moved from %s", e.Activity, e.From)
+	case event.ActivityExpanded:
+		return fmt.Sprintf("%s: for_each known: %d %s", e.Activity, len(e.Activities), plural(len(e.Activities), "element", "elements"))
+	case event.OutputKnown:
+		if e.Value == nil {
+			return ""
+		}
+		switch {
+		case e.Error != nil:
+			return fmt.Sprintf("output %s: error: %s", e.Value.Name, oneLine(e.Error.Message, 200))
+		case e.Value.Sensitive:
+			return fmt.Sprintf("output %s = %s", e.Value.Name, config.Redacted)
+		}
+		return fmt.Sprintf("output %s = %s", e.Value.Name, oneLine(string(e.Value.Value), 200))
+	}
+	return ""
+}
+
+// elementNames is what `wf history INSTANCE ACTIVITY` shows: the activity,
+// or for an activity with for_each every element in state.
+func elementNames(store interface {
+	Activities(workflow, key string) (map[string]*record.Activity, error)
+}, wf, key, activity string) ([]string, error) {
+	if strings.Contains(activity, "[") {
+		return []string{activity}, nil
+	}
+	acts, err := store.Activities(wf, key)
+	if err != nil {
+		return nil, err
+	}
+	return namesIn(acts, wf, key, activity)
+}
+
+// namesIn is elementNames over records already read.
+func namesIn(acts map[string]*record.Activity, wf, key, activity string) ([]string, error) {
+	if strings.Contains(activity, "[") {
+		return []string{activity}, nil
+	}
+	if _, ok := acts[activity]; ok {
+		return []string{activity}, nil
+	}
+	var names []string
+	var all []string
+	for _, a := range sortedActivities(acts) {
+		all = append(all, a.Name)
+		if b, _, isElem := config.SplitName(a.Name); isElem && b == activity {
+			names = append(names, a.Name)
+		}
+	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("activity.%s is not in the state of %s/%s.%s", activity, wf, key, didYouMean(activity, all))
+	}
+	return names, nil
+}

@@ -84,7 +84,8 @@ func (cmd *ApplyCommand) applyTemporal(ctx context.Context, dir string) error {
 			Parallelism: cmd.parallelism,
 			TaskQueue:   cmd.engine.queue(),
 			// A budget holds across every instance on the namespace.
-			SharedBudgets: true,
+			SharedBudgets:  true,
+			SharedBreakers: true,
 		}
 		in.SetSources(src)
 		for _, a := range ip.Activities {

@@ -132,7 +132,7 @@ type WorkerOptions struct {
 	Identity string
 }
 
-// BudgetQueue is the task queue of the budget workflows. Every wf worker
+// BudgetQueue is the task queue of the budget and breaker workflows. Every wf worker
 // polls it besides its own queue, so that a budget keeps answering
 // whichever workers come and go.
 const BudgetQueue = "wf-budgets"
@@ -180,11 +180,13 @@ func NewWorker(c client.Client, attempts *Attempts, opts WorkerOptions) *Worker 
 	w.RegisterWorkflowWithOptions(Interpret, workflow.RegisterOptions{Name: WorkflowType})
 	w.RegisterActivityWithOptions(attempts.Run, sdkactivity.RegisterOptions{Name: AttemptActivity})
 	w.RegisterActivityWithOptions(takeBudget(c), sdkactivity.RegisterOptions{Name: BudgetTakeActivity})
+	w.RegisterActivityWithOptions(callBreaker(c), sdkactivity.RegisterOptions{Name: BreakerActivity})
 	b := worker.New(c, BudgetQueue, worker.Options{
 		Identity:                     opts.Identity,
 		StickyScheduleToStartTimeout: time.Second,
 	})
 	b.RegisterWorkflowWithOptions(BudgetWorkflow, workflow.RegisterOptions{Name: BudgetWorkflowType})
+	b.RegisterWorkflowWithOptions(BreakerWorkflow, workflow.RegisterOptions{Name: BreakerWorkflowType})
 	return &Worker{main: w, budgets: b}
 }
 
@@ -198,4 +200,5 @@ type WorkflowRegistry interface {
 func RegisterWorkflow(r WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(Interpret, workflow.RegisterOptions{Name: WorkflowType})
 	r.RegisterWorkflowWithOptions(BudgetWorkflow, workflow.RegisterOptions{Name: BudgetWorkflowType})
+	r.RegisterWorkflowWithOptions(BreakerWorkflow, workflow.RegisterOptions{Name: BreakerWorkflowType})
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/wf-engine/wf/config"
 	wftemporal "github.com/wf-engine/wf/executor/temporal"
@@ -104,6 +106,8 @@ func (c *CLI) temporalConfig(dir string, flags *commonFlags) (*config.Config, wf
 type temporalStates struct {
 	states map[string]*wftemporal.State
 	runs   map[string]*wftemporal.Run
+	// breakers are the cluster's circuit breakers, from their workflows.
+	breakers map[string]*record.Breaker
 }
 
 // With running false, the records of running instances are not read
@@ -128,8 +132,26 @@ func readTemporalStates(ctx context.Context, cl *wftemporal.Client, cfg *config.
 		}
 		ts.states[wf.Address()] = st
 	}
+	ts.breakers = map[string]*record.Breaker{}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Breakers)) {
+		v, err := cl.Breaker(ctx, name)
+		if err != nil {
+			if !running {
+				// wf apply: the instances ask the breaker themselves.
+				continue
+			}
+			return nil, err
+		}
+		if v != nil {
+			ts.breakers[name] = v.Record()
+		}
+	}
 	return ts, nil
 }
+
+// Breakers implements planner.BreakerReader: a breaker whose workflow
+// does not run is closed.
+func (ts *temporalStates) Breakers() (map[string]*record.Breaker, error) { return ts.breakers, nil }
 
 // Activities implements planner.StateReader.
 func (ts *temporalStates) Activities(workflow, key string) (map[string]*record.Activity, error) {
@@ -139,4 +161,7 @@ func (ts *temporalStates) Activities(workflow, key string) (map[string]*record.A
 	return map[string]*record.Activity{}, nil
 }
 
-var _ planner.StateReader = (*temporalStates)(nil)
+var (
+	_ planner.StateReader   = (*temporalStates)(nil)
+	_ planner.BreakerReader = (*temporalStates)(nil)
+)

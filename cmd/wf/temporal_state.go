@@ -4,9 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"text/tabwriter"
+	"time"
 
+	wftemporal "github.com/wf-engine/wf/executor/temporal"
 	"github.com/wf-engine/wf/planner"
+	"github.com/wf-engine/wf/retry"
 	"github.com/wf-engine/wf/statefile/record"
 )
 
@@ -143,6 +148,40 @@ func (cmd *StateShowCommand) showTemporal(ctx context.Context, wf, key string) e
 	}
 	writeInstance(c.Stdout, st.Instance, st.Activities, c.now())
 	fmt.Fprintf(c.Stdout, "\ntemporal\n  workflow ID  %s\n  run ID       %s\n  status       %s\n  runs         %d\n", run.WorkflowID, run.RunID, run.StatusName(), st.Runs)
+	return writeClusterBreakers(ctx, c, cl, st)
+}
+
+// writeClusterBreakers shows the circuit breakers the instance's
+// activities are behind, as their breaker workflows hold them now: on
+// Temporal a breaker is the cluster's, not the instance's.
+func writeClusterBreakers(ctx context.Context, c *CLI, cl *wftemporal.Client, st *wftemporal.State) error {
+	if len(st.Breakers) == 0 {
+		return nil
+	}
+	fmt.Fprintf(c.Stdout, "\ncircuit breakers (shared by the cluster)\n")
+	tw := tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)
+	for _, name := range slices.Sorted(maps.Keys(st.Breakers)) {
+		v, err := cl.Breaker(ctx, name)
+		if err != nil {
+			return err
+		}
+		if v == nil {
+			fmt.Fprintf(tw, "  %s\tclosed\tno call in its window (workflow %s not running)\n", name, wftemporal.BreakerWorkflowID(name))
+			continue
+		}
+		state := string(v.Circuit.State)
+		switch v.Circuit.State {
+		case retry.CircuitOpen:
+			state = fmt.Sprintf("open since %s, half-open in %s", v.Circuit.Since.UTC().Format(time.RFC3339), v.Circuit.HalfOpenAt.Sub(v.Now).Round(time.Millisecond))
+		case retry.CircuitHalfOpen:
+			state = fmt.Sprintf("half-open, %d trial %s in flight", len(v.Trials), plural(len(v.Trials), "call", "calls"))
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%d of %d %s failed in the last %s; opened %d %s; workflow %s\n", name, state,
+			v.WindowFailures, v.WindowCalls, plural(v.WindowCalls, "call", "calls"), v.Config.Window, v.Opened, plural(v.Opened, "time", "times"), wftemporal.BreakerWorkflowID(name))
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
 	return nil
 }
 

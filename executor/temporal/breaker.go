@@ -2,18 +2,21 @@ package temporal
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/wf-engine/wf/executor/core"
 	"github.com/wf-engine/wf/retry"
+	"github.com/wf-engine/wf/statefile/record"
 )
 
 // Cluster-wide circuit breakers: one small workflow per breaker owns its
@@ -395,4 +398,45 @@ func (g *breakerGate) call(req BreakerRequest, now time.Time) core.BreakerAnswer
 
 func answer(r BreakerReply) core.BreakerAnswer {
 	return core.BreakerAnswer{OK: r.OK, Ticket: r.Ticket, Wait: r.Wait, Circuit: r.Circuit, Trials: r.Trials}
+}
+
+// Breaker returns the state of a breaker's workflow, queried from its
+// running workflow (a worker answers); nil when it does not run (it never
+// did, or it ended idle: the breaker is closed with an empty window).
+func (c *Client) Breaker(ctx context.Context, name string) (*BreakerView, error) {
+	id := BreakerWorkflowID(name)
+	d, err := c.SDK.DescribeWorkflowExecution(ctx, id, "")
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("describe %s on Temporal at %s: %s", id, c.address, shortError(err))
+	}
+	info := d.GetWorkflowExecutionInfo()
+	run := &Run{WorkflowID: id, RunID: info.GetExecution().GetRunId(), Status: info.GetStatus(), TaskQueue: info.GetTaskQueue()}
+	if !run.Running() {
+		return nil, nil
+	}
+	qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	v, err := c.SDK.QueryWorkflow(qctx, id, run.RunID, BreakerQuery)
+	if err != nil {
+		return nil, c.queryError(run, err)
+	}
+	var view BreakerView
+	if err := v.Get(&view); err != nil {
+		return nil, fmt.Errorf("decode the state of %s: %w", id, err)
+	}
+	return &view, nil
+}
+
+// Record is the breaker's state as the local engine keeps it.
+func (v *BreakerView) Record() *record.Breaker {
+	c := v.Circuit
+	r := &record.Breaker{Name: v.Name, State: string(c.State), Since: c.Since, HalfOpenAt: c.HalfOpenAt, TrialSuccesses: c.TrialSuccesses, Epoch: c.Epoch}
+	for _, b := range c.Buckets {
+		r.Window = append(r.Window, record.BreakerBucket{Start: b.Start, Successes: b.Successes, Failures: b.Failures})
+	}
+	return r
 }

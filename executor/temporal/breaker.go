@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -15,6 +16,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/wf-engine/wf/executor/core"
+	"github.com/wf-engine/wf/executor/event"
 	"github.com/wf-engine/wf/retry"
 	"github.com/wf-engine/wf/statefile/record"
 )
@@ -300,7 +302,7 @@ func BreakerWorkflow(ctx workflow.Context, in BreakerInput) error {
 
 // callBreaker is BreakerActivity: an update-with-start of the breaker's
 // workflow, so that the first call creates it.
-func callBreaker(c client.Client) func(ctx context.Context, req BreakerRequest) (BreakerReply, error) {
+func callBreaker(c client.Client, seen *circuitSeen) func(ctx context.Context, req BreakerRequest) (BreakerReply, error) {
 	return func(ctx context.Context, req BreakerRequest) (BreakerReply, error) {
 		name := req.Breaker.Name
 		op := c.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
@@ -326,8 +328,43 @@ func callBreaker(c client.Client) func(ctx context.Context, req BreakerRequest) 
 		if err := h.Get(ctx, &res); err != nil {
 			return BreakerReply{}, fmt.Errorf("%s circuit breaker %s: %w", req.Op, name, err)
 		}
+		seen.note(name, res.Circuit.State)
 		return res, nil
 	}
+}
+
+// circuitSeen tells a worker's views (wf_circuit_state) each change of a
+// breaker's state in the answers its calls got.
+type circuitSeen struct {
+	bus  *event.Bus
+	mu   sync.Mutex
+	last map[string]retry.CircuitState
+}
+
+func newCircuitSeen(bus *event.Bus) *circuitSeen {
+	return &circuitSeen{bus: bus, last: map[string]retry.CircuitState{}}
+}
+
+func (s *circuitSeen) note(name string, st retry.CircuitState) {
+	if s == nil || s.bus == nil {
+		return
+	}
+	// Under the lock, so that the views see the changes in order
+	// (Publish never blocks).
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.last[name] == st {
+		return
+	}
+	s.last[name] = st
+	typ := event.CircuitClosed
+	switch st {
+	case retry.CircuitOpen:
+		typ = event.CircuitOpened
+	case retry.CircuitHalfOpen:
+		typ = event.CircuitHalfOpen
+	}
+	s.bus.Publish(event.Event{Time: time.Now(), Type: typ, Breaker: name})
 }
 
 // breakerGate is the core's BreakerGate in the interpreter: each call is

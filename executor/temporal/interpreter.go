@@ -365,6 +365,7 @@ func (ip *interpreter) launch(a core.Attempt) {
 		Timeout:          a.Timeout,
 		HeartbeatTimeout: a.HeartbeatTimeout,
 		HeartbeatDetails: a.HeartbeatDetails,
+		PreviousError:    ip.recs.errorOf(a.Activity, gen, a.Number-1),
 	})
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		var res AttemptResult

@@ -281,3 +281,16 @@ func clampEnd(end, start, now time.Time) time.Time {
 // maxPage bounds the events of one QueryEvents answer, well below
 // Temporal's payload limits.
 const maxPage = 1000
+
+// errorOf is the error type of an attempt in the log, "" when it is not
+// kept or succeeded.
+func (r *records) errorOf(activity string, generation, number int) string {
+	i, ok := r.index[attemptKey{activity, generation, number}]
+	if !ok || i < 0 || i >= len(r.attempts) {
+		return ""
+	}
+	if a := r.attempts[i]; a != nil && a.Error != nil {
+		return a.Error.Type
+	}
+	return ""
+}

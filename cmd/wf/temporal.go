@@ -38,6 +38,10 @@ func (f *engineFlags) registerConn(fs *flag.FlagSet) {
 	fs.StringVar(&f.namespace, "namespace", "", "Temporal `NAMESPACE` (default default)")
 }
 
+// engineTemporal is the name of the Temporal engine (-engine, and in
+// saved plans).
+const engineTemporal = "temporal"
+
 // temporal reports whether the command runs against Temporal; an unknown
 // engine is an error.
 func (f *engineFlags) temporal(c *CLI) (bool, error) {
@@ -48,7 +52,7 @@ func (f *engineFlags) temporal(c *CLI) (bool, error) {
 	switch e {
 	case "", "local":
 		return false, nil
-	case "temporal":
+	case engineTemporal:
 		return true, nil
 	}
 	return false, fmt.Errorf("unknown engine %q: want local or temporal", e)
@@ -79,14 +83,20 @@ func (c *CLI) temporalOptions(f *engineFlags) wftemporal.ClientOptions {
 // the sources it sends to Temporal (definition hashes are the
 // interpreter's). It returns the latter, narrowed to -workflow.
 func (c *CLI) temporalConfig(dir string, flags *commonFlags) (*config.Config, wftemporal.Sources, error) {
-	if _, err := c.loadConfig(dir, flags.loadOptions(c.Environ), flags.noColor); err != nil {
+	return c.temporalConfigEnv(dir, flags, c.Environ)
+}
+
+// temporalConfigEnv is temporalConfig with the WF_VAR_* variables taken
+// from env (a saved plan's, for example).
+func (c *CLI) temporalConfigEnv(dir string, flags *commonFlags, env []string) (*config.Config, wftemporal.Sources, error) {
+	if _, err := c.loadConfig(dir, flags.loadOptions(env), flags.noColor); err != nil {
 		return nil, wftemporal.Sources{}, err
 	}
 	varFiles, err := absPaths(flags.varFiles)
 	if err != nil {
 		return nil, wftemporal.Sources{}, err
 	}
-	src, err := wftemporal.ReadSources(dir, config.LoadOptions{Vars: flags.vars, VarFiles: varFiles, Env: c.Environ})
+	src, err := wftemporal.ReadSources(dir, config.LoadOptions{Vars: flags.vars, VarFiles: varFiles, Env: env})
 	if err != nil {
 		return nil, wftemporal.Sources{}, err
 	}

@@ -2,9 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"text/tabwriter"
 	"time"
@@ -19,9 +19,6 @@ import (
 // of each instance's last run on Temporal.
 func (cmd *PlanCommand) planTemporal(ctx context.Context, dir string) error {
 	c := cmd.cli
-	if cmd.out != "" {
-		return errors.New("wf plan -engine temporal cannot save a plan (-out) yet")
-	}
 	cfg, _, err := c.temporalConfig(dir, &cmd.flags)
 	if err != nil {
 		return err
@@ -35,12 +32,45 @@ func (cmd *PlanCommand) planTemporal(ctx context.Context, dir string) error {
 	if err != nil {
 		return err
 	}
+	if cmd.out != "" {
+		// A running instance's records change as it runs: a plan saved
+		// against them would be stale at once.
+		for _, wf := range cfg.Workflows {
+			if run := ts.runs[wf.Address()]; run != nil && run.Running() {
+				return fmt.Errorf("instance %s is running on Temporal (workflow ID %s): a plan saved now would be stale before it is applied; wait for it to end, or run wf apply -engine temporal %s to attach to it", wf.Address(), run.WorkflowID, dir)
+			}
+		}
+	}
 	plan, err := c.buildPlan(cfg, ts, planner.Options{Replace: cmd.replace, Now: c.now()}, cmd.flags.noColor)
 	if err != nil {
 		return err
 	}
 	if err := planner.Render(c.Stdout, plan, c.color(c.Stdout, cmd.flags.noColor)); err != nil {
 		return fmt.Errorf("render plan: %w", err)
+	}
+	if cmd.out != "" {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return fmt.Errorf("resolve %s: %w", dir, err)
+		}
+		varFiles, err := absPaths(cmd.flags.varFiles)
+		if err != nil {
+			return err
+		}
+		inputs := planner.LoadInputs{
+			Dir:       abs,
+			Vars:      cmd.flags.vars,
+			VarFiles:  varFiles,
+			Env:       wfVarEnv(c.Environ),
+			Workflow:  cmd.flags.workflow,
+			Replace:   cmd.replace,
+			Engine:    engineTemporal,
+			Namespace: cl.Namespace(),
+		}
+		if err := planner.WriteFile(cmd.out, plan, inputs); err != nil {
+			return fmt.Errorf("save plan: %w", err)
+		}
+		fmt.Fprintf(c.Stdout, "\nSaved the plan to: %s\n\nTo run exactly this plan, run:\n    wf apply -engine temporal %q\n", cmd.out, cmd.out)
 	}
 	if cmd.detailedExitCode && plan.HasChanges() {
 		return exitCode(exitChanges)

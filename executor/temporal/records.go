@@ -15,9 +15,10 @@ type records struct {
 	instance   *record.Instance
 	activities map[string]*record.Activity
 	budgets    map[string]*record.Budget
-	// breakers are kept per instance: on Temporal a breaker is shared
-	// by the activities of one instance and across its applies, not yet
-	// by every instance on the cluster (docs/temporal.md).
+	// breakers are each breaker's state as this instance last saw it:
+	// with Input.SharedBreakers the breaker itself is its workflow's
+	// (BreakerWorkflow), shared by every instance on the cluster;
+	// without, it is the instance's own, decided here.
 	breakers map[string]*record.Breaker
 	attempts []*record.Attempt
 	index    map[attemptKey]int

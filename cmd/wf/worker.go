@@ -67,6 +67,9 @@ func (cmd *WorkerCommand) Run(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(c.Stderr, "wf worker: polling task queue %q of namespace %q on %s; attempts run in %s. Ctrl-C stops.\n",
 		cmd.engine.queue(), cl.Namespace(), cl.Address(), dir)
+	if cmd.metrics.server != nil {
+		fmt.Fprintf(c.Stderr, "wf worker: serving metrics at http://%s/metrics\n", cmd.metrics.server.Addr())
+	}
 	signals := make(chan os.Signal, 2)
 	if c.Notify != nil {
 		stop := c.Notify(signals)

@@ -1,10 +1,12 @@
 package temporal
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
 
+	sdkactivity "go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
@@ -162,5 +164,57 @@ func TestBreakerWorkflowContinueAsNew(t *testing.T) {
 	}
 	if len(next.Transitions) != 2 || next.Transitions[0].State != "open" || next.Transitions[0].Calls != 2 || next.Transitions[0].Failures != 2 {
 		t.Errorf("carried transitions %+v; want open (2 calls, 2 failures), half_open", next.Transitions)
+	}
+}
+
+// flakyBreakers is a breaker that cannot be reached for its first calls
+// (the breaker workflow's worker is gone, the server refuses updates).
+type flakyBreakers struct {
+	memBreakers
+	down int
+}
+
+func (f *flakyBreakers) call(ctx context.Context, req BreakerRequest) (BreakerReply, error) {
+	if f.down > 0 {
+		f.down--
+		return BreakerReply{}, errors.New("cannot reach the breaker workflow")
+	}
+	return f.memBreakers.call(ctx, req)
+}
+
+// TestUnreachableBreakerWaits: while its breaker workflow cannot be
+// reached, an attempt behind the breaker waits (the call is retried by
+// Temporal) and never fails; once it answers, the activity runs and
+// succeeds with one attempt.
+func TestUnreachableBreakerWaits(t *testing.T) {
+	src := Sources{Files: map[string][]byte{"main.wf.hcl": []byte(hclLines(`
+circuit_breaker "api" {}
+` + one(`retry { circuit_breaker = circuit_breaker.api }`)))}}
+	in := Input{Format: InputFormat, Workflow: "w", Key: "k", StateID: paritySeed, TaskQueue: "wf", SharedBreakers: true}
+	in.SetSources(src)
+	breakers := &flakyBreakers{memBreakers: memBreakers{books: map[string]*breakerBook{}}, down: 6}
+	var s testsuite.WorkflowTestSuite
+	s.SetLogger(quietLogger())
+	env := s.NewTestWorkflowEnvironment()
+	env.SetStartTime(t0)
+	RegisterWorkflow(env)
+	env.RegisterActivityWithOptions((&fakeAttempts{sc: script{}}).Run, sdkactivity.RegisterOptions{Name: AttemptActivity})
+	env.RegisterActivityWithOptions(breakers.call, sdkactivity.RegisterOptions{Name: BreakerActivity})
+	env.ExecuteWorkflow(WorkflowType, in)
+	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
+		t.Fatalf("interpreter: completed %v, error %v", env.IsWorkflowCompleted(), env.GetWorkflowError())
+	}
+	var st State
+	if err := env.GetWorkflowResult(&st); err != nil {
+		t.Fatal(err)
+	}
+	if breakers.down != 0 || breakers.calls < 2 {
+		t.Fatalf("the breaker was down for %d more calls and answered %d; want it reached after its outage", breakers.down, breakers.calls)
+	}
+	if st.Status != "succeeded" || len(st.Attempts) != 1 || st.Attempts[0].Error != nil {
+		t.Fatalf("status %q, attempts %+v; want one successful attempt", st.Status, st.Attempts)
+	}
+	if end := env.Now(); end.Sub(t0) < time.Second {
+		t.Errorf("the run ended %s after it started: the attempt did not wait for the breaker", end.Sub(t0))
 	}
 }

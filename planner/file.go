@@ -28,6 +28,11 @@ type LoadInputs struct {
 	Env      map[string]string `json:"env,omitempty"`
 	Workflow string            `json:"workflow,omitempty"`
 	Replace  []string          `json:"replace,omitempty"`
+	// Engine is "temporal" for a plan made with -engine temporal (empty:
+	// the local engine), and Namespace the Temporal namespace it was made
+	// against: a plan is applied by the engine it was made for.
+	Engine    string `json:"engine,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
 }
 
 type planFile struct {

@@ -143,6 +143,9 @@ func (cmd *ApplyCommand) applySaved(ctx context.Context, path string) error {
 	if err != nil {
 		return fmt.Errorf("read saved plan: %w", err)
 	}
+	if inputs.Engine != "" {
+		return fmt.Errorf("%s is a plan for the %s engine: run wf apply -engine %s %s", path, inputs.Engine, inputs.Engine, path)
+	}
 	cfg, err := c.loadConfig(inputs.Dir, config.LoadOptions{
 		Vars:     inputs.Vars,
 		VarFiles: inputs.VarFiles,

@@ -4,6 +4,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/wf-engine/wf/config"
 	wftemporal "github.com/wf-engine/wf/executor/temporal"
@@ -36,6 +38,10 @@ func (f *engineFlags) registerConn(fs *flag.FlagSet) {
 	fs.StringVar(&f.namespace, "namespace", "", "Temporal `NAMESPACE` (default default)")
 }
 
+// engineTemporal is the name of the Temporal engine (-engine, and in
+// saved plans).
+const engineTemporal = "temporal"
+
 // temporal reports whether the command runs against Temporal; an unknown
 // engine is an error.
 func (f *engineFlags) temporal(c *CLI) (bool, error) {
@@ -46,7 +52,7 @@ func (f *engineFlags) temporal(c *CLI) (bool, error) {
 	switch e {
 	case "", "local":
 		return false, nil
-	case "temporal":
+	case engineTemporal:
 		return true, nil
 	}
 	return false, fmt.Errorf("unknown engine %q: want local or temporal", e)
@@ -77,14 +83,20 @@ func (c *CLI) temporalOptions(f *engineFlags) wftemporal.ClientOptions {
 // the sources it sends to Temporal (definition hashes are the
 // interpreter's). It returns the latter, narrowed to -workflow.
 func (c *CLI) temporalConfig(dir string, flags *commonFlags) (*config.Config, wftemporal.Sources, error) {
-	if _, err := c.loadConfig(dir, flags.loadOptions(c.Environ), flags.noColor); err != nil {
+	return c.temporalConfigEnv(dir, flags, c.Environ)
+}
+
+// temporalConfigEnv is temporalConfig with the WF_VAR_* variables taken
+// from env (a saved plan's, for example).
+func (c *CLI) temporalConfigEnv(dir string, flags *commonFlags, env []string) (*config.Config, wftemporal.Sources, error) {
+	if _, err := c.loadConfig(dir, flags.loadOptions(env), flags.noColor); err != nil {
 		return nil, wftemporal.Sources{}, err
 	}
 	varFiles, err := absPaths(flags.varFiles)
 	if err != nil {
 		return nil, wftemporal.Sources{}, err
 	}
-	src, err := wftemporal.ReadSources(dir, config.LoadOptions{Vars: flags.vars, VarFiles: varFiles, Env: c.Environ})
+	src, err := wftemporal.ReadSources(dir, config.LoadOptions{Vars: flags.vars, VarFiles: varFiles, Env: env})
 	if err != nil {
 		return nil, wftemporal.Sources{}, err
 	}
@@ -104,6 +116,8 @@ func (c *CLI) temporalConfig(dir string, flags *commonFlags) (*config.Config, wf
 type temporalStates struct {
 	states map[string]*wftemporal.State
 	runs   map[string]*wftemporal.Run
+	// breakers are the cluster's circuit breakers, from their workflows.
+	breakers map[string]*record.Breaker
 }
 
 // With running false, the records of running instances are not read
@@ -128,8 +142,26 @@ func readTemporalStates(ctx context.Context, cl *wftemporal.Client, cfg *config.
 		}
 		ts.states[wf.Address()] = st
 	}
+	ts.breakers = map[string]*record.Breaker{}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Breakers)) {
+		v, err := cl.Breaker(ctx, name)
+		if err != nil {
+			if !running {
+				// wf apply: the instances ask the breaker themselves.
+				continue
+			}
+			return nil, err
+		}
+		if v != nil {
+			ts.breakers[name] = v.Record()
+		}
+	}
 	return ts, nil
 }
+
+// Breakers implements planner.BreakerReader: a breaker whose workflow
+// does not run is closed.
+func (ts *temporalStates) Breakers() (map[string]*record.Breaker, error) { return ts.breakers, nil }
 
 // Activities implements planner.StateReader.
 func (ts *temporalStates) Activities(workflow, key string) (map[string]*record.Activity, error) {
@@ -139,4 +171,7 @@ func (ts *temporalStates) Activities(workflow, key string) (map[string]*record.A
 	return map[string]*record.Activity{}, nil
 }
 
-var _ planner.StateReader = (*temporalStates)(nil)
+var (
+	_ planner.StateReader   = (*temporalStates)(nil)
+	_ planner.BreakerReader = (*temporalStates)(nil)
+)

@@ -23,7 +23,7 @@ import (
 func (cmd *ApplyCommand) applyTemporal(ctx context.Context, dir string) error {
 	c := cmd.cli
 	if fi, err := os.Stat(dir); err == nil && fi.Mode().IsRegular() {
-		return errors.New("wf apply -engine temporal does not take a saved plan: apply the configuration directory")
+		return cmd.applyTemporalSaved(ctx, dir)
 	}
 	cfg, src, err := c.temporalConfig(dir, &cmd.flags)
 	if err != nil {
@@ -60,14 +60,7 @@ func (cmd *ApplyCommand) applyTemporal(ctx context.Context, dir string) error {
 			return err
 		}
 	}
-	var start []planner.InstancePlan
-	if plan != nil {
-		for _, ip := range plan.Instances {
-			if ip.HasChanges() {
-				start = append(start, ip)
-			}
-		}
-	}
+	start := changed(plan)
 	if len(start) == 0 && len(follow) == 0 {
 		return nil
 	}
@@ -76,6 +69,83 @@ func (cmd *ApplyCommand) applyTemporal(ctx context.Context, dir string) error {
 			return err
 		}
 	}
+	return cmd.startTemporal(ctx, cl, ts, src, start, follow, dir)
+}
+
+// applyTemporalSaved runs a plan saved by wf plan -engine temporal -out,
+// after the checks a local saved plan gets: the configuration and every
+// instance's records on Temporal must still produce the same plan. An
+// instance that runs now (started since) makes the plan stale too.
+func (cmd *ApplyCommand) applyTemporalSaved(ctx context.Context, path string) error {
+	c := cmd.cli
+	if len(cmd.flags.vars) > 0 || len(cmd.flags.varFiles) > 0 || len(cmd.replace) > 0 || cmd.flags.workflow != "" {
+		return errors.New("-var, -var-file, -replace and -workflow cannot be used with a saved plan: they were fixed when it was saved")
+	}
+	saved, inputs, err := planner.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read saved plan: %w", err)
+	}
+	if inputs.Engine != engineTemporal {
+		return fmt.Errorf("%s is a plan for the local engine: run wf apply %s without -engine temporal", path, path)
+	}
+	flags := cmd.flags
+	flags.vars, flags.varFiles, flags.workflow = inputs.Vars, inputs.VarFiles, inputs.Workflow
+	cfg, src, err := c.temporalConfigEnv(inputs.Dir, &flags, envList(inputs.Env))
+	if err != nil {
+		return err
+	}
+	cl, err := c.dialTemporal(ctx, &cmd.engine)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	if inputs.Namespace != "" && inputs.Namespace != cl.Namespace() {
+		return fmt.Errorf("%s was planned against Temporal namespace %q, not %q: pass -namespace %s, or run wf plan again", path, inputs.Namespace, cl.Namespace(), inputs.Namespace)
+	}
+	ts, err := readTemporalStates(ctx, cl, cfg, false)
+	if err != nil {
+		return err
+	}
+	for _, wf := range cfg.Workflows {
+		if run := ts.runs[wf.Address()]; run != nil && run.Running() {
+			return fmt.Errorf("%w: instance %s is running on Temporal now (workflow ID %s); run wf plan again once it ends", planner.ErrStale, wf.Address(), run.WorkflowID)
+		}
+	}
+	fresh, err := c.buildPlan(cfg, ts, planner.Options{Replace: inputs.Replace, Now: c.now()}, cmd.flags.noColor)
+	if err != nil {
+		return err
+	}
+	if err := planner.CheckStale(saved, fresh); err != nil {
+		// err starts with "saved plan is stale".
+		return fmt.Errorf("%w; run wf plan again", err)
+	}
+	if err := cmd.showPlan(fresh); err != nil {
+		return err
+	}
+	start := changed(fresh)
+	if len(start) == 0 {
+		return nil
+	}
+	return cmd.startTemporal(ctx, cl, ts, src, start, nil, inputs.Dir)
+}
+
+// changed are the instances of plan that have changes.
+func changed(plan *planner.Plan) []planner.InstancePlan {
+	var out []planner.InstancePlan
+	if plan != nil {
+		for _, ip := range plan.Instances {
+			if ip.HasChanges() {
+				out = append(out, ip)
+			}
+		}
+	}
+	return out
+}
+
+// startTemporal starts the planned instances, each from its records on
+// Temporal, and follows them with the instances in follow.
+func (cmd *ApplyCommand) startTemporal(ctx context.Context, cl *wftemporal.Client, ts *temporalStates, src wftemporal.Sources, start []planner.InstancePlan, follow []instanceRef, dir string) error {
+	c := cmd.cli
 	for _, ip := range start {
 		in := wftemporal.Input{
 			Workflow:    ip.Workflow,
@@ -83,8 +153,10 @@ func (cmd *ApplyCommand) applyTemporal(ctx context.Context, dir string) error {
 			Modes:       map[string]core.Mode{},
 			Parallelism: cmd.parallelism,
 			TaskQueue:   cmd.engine.queue(),
-			// A budget holds across every instance on the namespace.
-			SharedBudgets: true,
+			// Budgets and breakers hold across every instance on the
+			// namespace.
+			SharedBudgets:  true,
+			SharedBreakers: true,
 		}
 		in.SetSources(src)
 		for _, a := range ip.Activities {

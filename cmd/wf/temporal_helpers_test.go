@@ -35,26 +35,35 @@ func newTEnv(t *testing.T, hcl string) *tenv {
 // killed at the end of the test.
 func (e *tenv) worker() *exec.Cmd {
 	e.t.Helper()
-	cmd := exec.Command(durBinary(e.t), "worker", "-task-queue", e.queue, e.dir)
+	cmd, _ := e.workerWith()
+	return cmd
+}
+
+// workerWith starts `wf worker` with extra flags; exited is closed once
+// it has exited.
+func (e *tenv) workerWith(extra ...string) (cmd *exec.Cmd, exited <-chan struct{}) {
+	e.t.Helper()
+	args := append([]string{"worker", "-task-queue", e.queue}, extra...)
+	cmd = exec.Command(durBinary(e.t), append(args, e.dir)...)
 	cmd.Env = os.Environ()
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)
 	}
-	exited := make(chan struct{})
+	done := make(chan struct{})
 	go func() {
 		_ = cmd.Wait()
-		close(exited)
+		close(done)
 	}()
 	e.t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGKILL)
-		<-exited
+		<-done
 		if e.t.Failed() {
 			e.t.Logf("worker %d output:\n%s", cmd.Process.Pid, buf.String())
 		}
 	})
-	return cmd
+	return cmd, done
 }
 
 // apply starts `wf apply -engine temporal -json` in the background.

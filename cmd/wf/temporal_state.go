@@ -2,11 +2,16 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
 	"text/tabwriter"
+	"time"
 
+	wftemporal "github.com/wf-engine/wf/executor/temporal"
 	"github.com/wf-engine/wf/planner"
+	"github.com/wf-engine/wf/retry"
 	"github.com/wf-engine/wf/statefile/record"
 )
 
@@ -14,9 +19,6 @@ import (
 // of each instance's last run on Temporal.
 func (cmd *PlanCommand) planTemporal(ctx context.Context, dir string) error {
 	c := cmd.cli
-	if cmd.out != "" {
-		return errors.New("wf plan -engine temporal cannot save a plan (-out) yet")
-	}
 	cfg, _, err := c.temporalConfig(dir, &cmd.flags)
 	if err != nil {
 		return err
@@ -30,12 +32,45 @@ func (cmd *PlanCommand) planTemporal(ctx context.Context, dir string) error {
 	if err != nil {
 		return err
 	}
+	if cmd.out != "" {
+		// A running instance's records change as it runs: a plan saved
+		// against them would be stale at once.
+		for _, wf := range cfg.Workflows {
+			if run := ts.runs[wf.Address()]; run != nil && run.Running() {
+				return fmt.Errorf("instance %s is running on Temporal (workflow ID %s): a plan saved now would be stale before it is applied; wait for it to end, or run wf apply -engine temporal %s to attach to it", wf.Address(), run.WorkflowID, dir)
+			}
+		}
+	}
 	plan, err := c.buildPlan(cfg, ts, planner.Options{Replace: cmd.replace, Now: c.now()}, cmd.flags.noColor)
 	if err != nil {
 		return err
 	}
 	if err := planner.Render(c.Stdout, plan, c.color(c.Stdout, cmd.flags.noColor)); err != nil {
 		return fmt.Errorf("render plan: %w", err)
+	}
+	if cmd.out != "" {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return fmt.Errorf("resolve %s: %w", dir, err)
+		}
+		varFiles, err := absPaths(cmd.flags.varFiles)
+		if err != nil {
+			return err
+		}
+		inputs := planner.LoadInputs{
+			Dir:       abs,
+			Vars:      cmd.flags.vars,
+			VarFiles:  varFiles,
+			Env:       wfVarEnv(c.Environ),
+			Workflow:  cmd.flags.workflow,
+			Replace:   cmd.replace,
+			Engine:    engineTemporal,
+			Namespace: cl.Namespace(),
+		}
+		if err := planner.WriteFile(cmd.out, plan, inputs); err != nil {
+			return fmt.Errorf("save plan: %w", err)
+		}
+		fmt.Fprintf(c.Stdout, "\nSaved the plan to: %s\n\nTo run exactly this plan, run:\n    wf apply -engine temporal %q\n", cmd.out, cmd.out)
 	}
 	if cmd.detailedExitCode && plan.HasChanges() {
 		return exitCode(exitChanges)
@@ -143,6 +178,40 @@ func (cmd *StateShowCommand) showTemporal(ctx context.Context, wf, key string) e
 	}
 	writeInstance(c.Stdout, st.Instance, st.Activities, c.now())
 	fmt.Fprintf(c.Stdout, "\ntemporal\n  workflow ID  %s\n  run ID       %s\n  status       %s\n  runs         %d\n", run.WorkflowID, run.RunID, run.StatusName(), st.Runs)
+	return writeClusterBreakers(ctx, c, cl, st)
+}
+
+// writeClusterBreakers shows the circuit breakers the instance's
+// activities are behind, as their breaker workflows hold them now: on
+// Temporal a breaker is the cluster's, not the instance's.
+func writeClusterBreakers(ctx context.Context, c *CLI, cl *wftemporal.Client, st *wftemporal.State) error {
+	if len(st.Breakers) == 0 {
+		return nil
+	}
+	fmt.Fprintf(c.Stdout, "\ncircuit breakers (shared by the cluster)\n")
+	tw := tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)
+	for _, name := range slices.Sorted(maps.Keys(st.Breakers)) {
+		v, err := cl.Breaker(ctx, name)
+		if err != nil {
+			return err
+		}
+		if v == nil {
+			fmt.Fprintf(tw, "  %s\tclosed\tno call in its window (workflow %s not running)\n", name, wftemporal.BreakerWorkflowID(name))
+			continue
+		}
+		state := string(v.Circuit.State)
+		switch v.Circuit.State {
+		case retry.CircuitOpen:
+			state = fmt.Sprintf("open since %s, half-open in %s", v.Circuit.Since.UTC().Format(time.RFC3339), v.Circuit.HalfOpenAt.Sub(v.Now).Round(time.Millisecond))
+		case retry.CircuitHalfOpen:
+			state = fmt.Sprintf("half-open, %d trial %s in flight", len(v.Trials), plural(len(v.Trials), "call", "calls"))
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%d of %d %s failed in the last %s; opened %d %s; workflow %s\n", name, state,
+			v.WindowFailures, v.WindowCalls, plural(v.WindowCalls, "call", "calls"), v.Config.Window, v.Opened, plural(v.Opened, "time", "times"), wftemporal.BreakerWorkflowID(name))
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
 	return nil
 }
 

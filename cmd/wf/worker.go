@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/wf-engine/wf/executor/activity"
+	"github.com/wf-engine/wf/executor/event"
 	wftemporal "github.com/wf-engine/wf/executor/temporal"
 )
 
@@ -14,10 +15,12 @@ type WorkerCommand struct {
 	cli         *CLI
 	engine      engineFlags
 	parallelism int
+	metrics     metricsFlags
 }
 
 // Run implements `wf worker [-temporal-address HOST:PORT] [-namespace NS]
-// [-task-queue Q] [-parallelism N] [DIR]`.
+// [-task-queue Q] [-parallelism N] [-metrics-addr ADDR] [-metrics-file PATH]
+// [DIR]`.
 func (cmd *WorkerCommand) Run(ctx context.Context, args []string) error {
 	c := cmd.cli
 	fs := c.newFlagSet("worker", "wf worker [options] [DIR]",
@@ -25,6 +28,7 @@ func (cmd *WorkerCommand) Run(ctx context.Context, args []string) error {
 	cmd.engine.registerConn(fs)
 	fs.StringVar(&cmd.engine.taskQueue, "task-queue", "", "Temporal task `QUEUE` to poll (default wf)")
 	fs.IntVar(&cmd.parallelism, "parallelism", defaultParallelism, "at most `N` attempts at once on this worker")
+	cmd.metrics.register(fs)
 	dir, abs, err := parseConfigDir(fs, args)
 	if err != nil {
 		return err
@@ -32,6 +36,16 @@ func (cmd *WorkerCommand) Run(ctx context.Context, args []string) error {
 	if cmd.parallelism < 1 {
 		return usageErr(fs, "-parallelism must be at least 1")
 	}
+	// A taken port or an unwritable path fails the worker before it polls.
+	if err := cmd.metrics.open(c.Stderr); err != nil {
+		return err
+	}
+	// The worker's view of the attempts it runs feeds the metrics: the
+	// same events as a local apply's, published without blocking.
+	bus := event.NewBus()
+	cmd.metrics.follow(bus)
+	defer cmd.metrics.close(c.Stderr)
+	defer bus.Close()
 	opts := c.temporalOptions(&cmd.engine)
 	opts.Logger = wftemporal.WarnLogger(c.Stderr)
 	cl, err := wftemporal.Dial(ctx, opts)
@@ -43,7 +57,7 @@ func (cmd *WorkerCommand) Run(ctx context.Context, args []string) error {
 	defer runner.Close()
 	host, _ := os.Hostname()
 	identity := fmt.Sprintf("wf-worker %d@%s", os.Getpid(), host)
-	w := wftemporal.NewWorker(cl.SDK, &wftemporal.Attempts{Runner: runner, Dir: abs, Identity: identity}, wftemporal.WorkerOptions{
+	w := wftemporal.NewWorker(cl.SDK, &wftemporal.Attempts{Runner: runner, Dir: abs, Identity: identity, Events: bus, Now: c.Now}, wftemporal.WorkerOptions{
 		TaskQueue:   cmd.engine.queue(),
 		Parallelism: cmd.parallelism,
 		Identity:    identity,
@@ -53,6 +67,9 @@ func (cmd *WorkerCommand) Run(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(c.Stderr, "wf worker: polling task queue %q of namespace %q on %s; attempts run in %s. Ctrl-C stops.\n",
 		cmd.engine.queue(), cl.Namespace(), cl.Address(), dir)
+	if cmd.metrics.server != nil {
+		fmt.Fprintf(c.Stderr, "wf worker: serving metrics at http://%s/metrics\n", cmd.metrics.server.Addr())
+	}
 	signals := make(chan os.Signal, 2)
 	if c.Notify != nil {
 		stop := c.Notify(signals)

@@ -55,6 +55,22 @@ func (g *breakerGate) advance(c *Core) {
 
 func (g *breakerGate) ask(c *Core, a *act, opts askOpts) verdict {
 	g.advance(c)
+	if rg := c.opts.BreakerGate; rg != nil {
+		ans := rg.Ask(g.cfg.Name, a.cfg.Name, c.now)
+		g.observe(c, ans)
+		if ans.OK {
+			return verdict{kind: goNow, ticket: ans.Ticket}
+		}
+		if opts.failFast {
+			return verdict{kind: never, reason: event.ReasonCircuitOpen, err: record.Error{Type: TypeCircuitOpen, Message: g.refusal(c)}}
+		}
+		// No change elsewhere is told to the core: always wait for a time.
+		at := ans.Wait
+		if !at.After(c.now) {
+			at = c.now.Add(time.Second)
+		}
+		return verdict{kind: waitUntil, at: at}
+	}
 	ok, wait := g.cfg.Permit(g.c, c.now, g.trials)
 	if ok {
 		if g.c.State == retry.CircuitHalfOpen {
@@ -82,7 +98,11 @@ func (g *breakerGate) refusal(c *Core) string {
 }
 
 // cancel frees the trial slot of a pass that was not used.
-func (g *breakerGate) cancel(c *Core, _ *act, ticket int) {
+func (g *breakerGate) cancel(c *Core, a *act, ticket int) {
+	if rg := c.opts.BreakerGate; rg != nil {
+		g.observe(c, rg.Cancel(g.cfg.Name, a.cfg.Name, ticket, c.now))
+		return
+	}
 	if g.c.State == retry.CircuitHalfOpen && ticket == g.c.Epoch && g.trials > 0 {
 		g.trials--
 		c.wakeParked(g)
@@ -92,7 +112,7 @@ func (g *breakerGate) cancel(c *Core, _ *act, ticket int) {
 // done counts the outcome of an attempt the breaker let through in the
 // epoch of ticket. A transition is told to the views and lets the
 // activities waiting for a trial slot ask again.
-func (g *breakerGate) done(c *Core, _ *act, ticket int, end attemptEnd) {
+func (g *breakerGate) done(c *Core, a *act, ticket int, end attemptEnd) {
 	g.advance(c)
 	o := retry.OutcomeSuccess
 	switch {
@@ -100,6 +120,10 @@ func (g *breakerGate) done(c *Core, _ *act, ticket int, end attemptEnd) {
 		o = retry.OutcomeIgnored
 	case end.failure != nil:
 		o = g.cfg.Classify(end.failure.Type)
+	}
+	if rg := c.opts.BreakerGate; rg != nil {
+		g.observe(c, rg.Done(g.cfg.Name, a.cfg.Name, ticket, o, c.now))
+		return
 	}
 	trial := g.c.State == retry.CircuitHalfOpen && ticket == g.c.Epoch
 	if trial && g.trials > 0 {
@@ -126,6 +150,35 @@ func (g *breakerGate) done(c *Core, _ *act, ticket int, end attemptEnd) {
 		c.emit(g.event(c, event.CircuitOpened, calls, failures))
 	case retry.CircuitClosed:
 		g.trials = 0
+		c.emit(g.event(c, event.CircuitClosed, 0, 0))
+	}
+	c.wakeParked(g)
+}
+
+// observe takes the state a remote gate (Options.BreakerGate) answered
+// with as the breaker's, and tells the views when it differs from the
+// state last seen: a transition made elsewhere (another instance's
+// failures opened it) is seen with the next answer, and transitions in
+// between are told as the latest.
+func (g *breakerGate) observe(c *Core, ans BreakerAnswer) {
+	prev := g.c
+	g.c, g.trials, g.dirty = ans.Circuit, ans.Trials, true
+	if g.c.State == "" {
+		g.c.State = retry.CircuitClosed
+	}
+	if g.c.State == prev.State && g.c.Epoch == prev.Epoch {
+		return
+	}
+	switch g.c.State {
+	case retry.CircuitOpen:
+		calls, failures := g.c.OpenedBy.Calls, g.c.OpenedBy.Failures
+		if calls == 0 {
+			calls, failures = 1, 1 // a trial that failed
+		}
+		c.emit(g.event(c, event.CircuitOpened, calls, failures))
+	case retry.CircuitHalfOpen:
+		c.emit(g.event(c, event.CircuitHalfOpen, 0, 0))
+	case retry.CircuitClosed:
 		c.emit(g.event(c, event.CircuitClosed, 0, 0))
 	}
 	c.wakeParked(g)

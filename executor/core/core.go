@@ -184,6 +184,11 @@ type Options struct {
 	// closed).
 	Breakers     map[string]retry.Breaker
 	BreakerState map[string]*record.Breaker
+	// BreakerGate, when set, keeps the breakers' states outside the core
+	// and decides every pass (the Temporal engine's breakers shared by
+	// every instance on the cluster); BreakerState is then the state last
+	// seen, for the views.
+	BreakerGate BreakerGate
 	// Resolve evaluates an activity's kind block; nil means
 	// (*config.Activity).Resolve. Tests replace it.
 	Resolve func(a *config.Activity, upstream map[string]cty.Value) (*config.Resolved, hcl.Diagnostics)
@@ -208,6 +213,31 @@ type BudgetGrant struct {
 	NextFree time.Time
 	// Used is how many retries each level's window holds after the call.
 	Used []int
+}
+
+// BreakerGate keeps circuit breakers outside the core. Ask asks breaker
+// name at now for one pass for an attempt of activity; Done reports how an
+// attempt let through with ticket ended; Cancel gives back a pass that was
+// not used. The core calls them during a step and waits for the answers.
+type BreakerGate interface {
+	Ask(name, activity string, now time.Time) BreakerAnswer
+	Done(name, activity string, ticket int, o retry.Outcome, now time.Time) BreakerAnswer
+	Cancel(name, activity string, ticket int, now time.Time) BreakerAnswer
+}
+
+// BreakerAnswer is a BreakerGate's answer: the pass (for Ask) and the
+// breaker's state after the call.
+type BreakerAnswer struct {
+	// OK: the pass is granted, in the epoch Ticket.
+	OK     bool
+	Ticket int
+	// Wait is when to ask again after a refusal; the gate always names
+	// one, since a change elsewhere is not told to the core.
+	Wait time.Time
+	// Circuit is the breaker's state after the call; Trials its trial
+	// calls in flight.
+	Circuit retry.Circuit
+	Trials  int
 }
 
 // KeyInput is what an idempotency key is derived from (SPEC §4.2).

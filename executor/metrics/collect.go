@@ -20,6 +20,7 @@ var (
 	famInWindow   = family{"wf_budget_retries_in_window", "Retries a retry budget granted in its sliding window.", "gauge", []string{"budget"}}
 	famUsage      = family{"wf_budget_usage_ratio", "Retries in a retry budget's window divided by its max_retries.", "gauge", []string{"budget"}}
 	famCircuit    = family{"wf_circuit_state", "Circuit breaker state: 0 closed, 1 half-open, 2 open.", "gauge", []string{"breaker"}}
+	famBeats      = family{"wf_heartbeats_total", "Heartbeats that running exec attempts wrote to $WF_HEARTBEAT_FILE.", "counter", []string{"workflow", "activity"}}
 	famPending    = family{"wf_pending_timers", "Durable timers recorded and not yet consumed (retry, budget and sleep timers).", "gauge", nil}
 	famRetries    = family{"wf_retries_total", "Retries started, by the error type of the attempt they retry.", "counter", []string{"workflow", "activity", "error_type"}}
 	famDelay      = family{"wf_retry_delay_seconds", "The wait chosen before a retry (backoff, the server's Retry-After, or the budget's).", "histogram", []string{"workflow", "activity"}}
@@ -28,10 +29,10 @@ var (
 )
 
 var allFamilies = []family{famActivities, famDuration, famAttempts, famExhausted, famInWindow,
-	famUsage, famCircuit, famPending, famRetries, famDelay, famRunning, famLateness}
+	famUsage, famCircuit, famBeats, famPending, famRetries, famDelay, famRunning, famLateness}
 
 type descs struct {
-	activities, duration, attempts, exhausted, inWindow, usage, circuit,
+	activities, duration, attempts, exhausted, inWindow, usage, circuit, beats,
 	pending, retries, delay, running, lateness *prometheus.Desc
 }
 
@@ -43,7 +44,7 @@ func newDescs() descs {
 	return descs{
 		activities: famActivities.desc(), duration: famDuration.desc(), attempts: famAttempts.desc(),
 		exhausted: famExhausted.desc(), inWindow: famInWindow.desc(), usage: famUsage.desc(),
-		circuit: famCircuit.desc(), pending: famPending.desc(), retries: famRetries.desc(),
+		circuit: famCircuit.desc(), beats: famBeats.desc(), pending: famPending.desc(), retries: famRetries.desc(),
 		delay: famDelay.desc(), running: famRunning.desc(), lateness: famLateness.desc(),
 	}
 }
@@ -52,7 +53,7 @@ func newDescs() descs {
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	d := m.descs
 	for _, x := range []*prometheus.Desc{d.activities, d.duration, d.attempts, d.exhausted, d.inWindow,
-		d.usage, d.circuit, d.pending, d.retries, d.delay, d.running, d.lateness} {
+		d.usage, d.circuit, d.beats, d.pending, d.retries, d.delay, d.running, d.lateness} {
 		ch <- x
 	}
 }
@@ -97,6 +98,9 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		}
 		if a.delay.n > 0 {
 			histogram(d.delay, delayBuckets, &a.delay, wf, act)
+		}
+		if a.heartbeats > 0 {
+			counter(d.beats, a.heartbeats, wf, act)
 		}
 	}
 	for _, b := range s.bOrder {

@@ -73,6 +73,7 @@ type actStats struct {
 	ends               []count // by status and reason
 	duration           hist
 	delay              hist
+	heartbeats         uint64
 }
 
 func (a *actStats) retryCount(errType string) *count {
@@ -176,6 +177,8 @@ type state struct {
 	pending  int
 	running  int
 	lateness hist
+	// hasBeats: some activity has heartbeats.
+	hasBeats bool
 }
 
 type circuitStats struct {
@@ -390,6 +393,9 @@ func (s *state) apply(e *event.Event) {
 		if e.Kind == "sleep" && e.FireAt != nil {
 			t.sleepDue = *e.FireAt
 		}
+	case event.Heartbeat:
+		s.act(e.Workflow, e.Activity).heartbeats++
+		s.hasBeats = true
 	case event.ActivitySucceeded:
 		s.finish(e, "succeeded")
 	case event.ActivityFailed:

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/wf-engine/wf/executor/event"
 	"github.com/wf-engine/wf/executor/metrics"
 )
@@ -322,5 +324,31 @@ func TestNestedBudgetGauges(t *testing.T) {
 	})
 	if got := f.scrape(t)["wf_budget_exhausted_total{budget=team,on_exhausted=wait}"]; got != 0 {
 		t.Errorf("the refusal was counted against team: %v", got)
+	}
+}
+
+// TestHeartbeats: wf_heartbeats_total counts heartbeat events per
+// activity, from the first one on, and the collector path agrees.
+func TestHeartbeats(t *testing.T) {
+	f := newFeed()
+	if strings.Contains(string(text(t, f.m)), "wf_heartbeats_total") {
+		t.Fatal("wf_heartbeats_total before any heartbeat")
+	}
+	f.send(f.ev(event.AttemptStarted, "a", 1), f.ev(event.Heartbeat, "a", 1), f.ev(event.Heartbeat, "a", 1), f.ev(event.Heartbeat, "b", 1))
+	expect(t, "after 3 beats", f.scrape(t), map[string]float64{
+		"wf_heartbeats_total{workflow=w,activity=activity.a}": 2,
+		"wf_heartbeats_total{workflow=w,activity=activity.b}": 1,
+	})
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(f.m)
+	mfs, err := reg.Gather()
+	n := 0
+	for _, mf := range mfs {
+		if mf.GetName() == "wf_heartbeats_total" {
+			n = len(mf.GetMetric())
+		}
+	}
+	if err != nil || n != 2 {
+		t.Errorf("collector: %d wf_heartbeats_total series (err %v), want 2", n, err)
 	}
 }

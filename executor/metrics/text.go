@@ -173,6 +173,14 @@ func (s *state) appendBudgets(b []byte, now time.Time) []byte {
 			b = appendGauge(b, famCircuit.name, c.esc, c.state)
 		}
 	}
+	if s.hasBeats {
+		b = appendHeader(b, famBeats)
+		for _, a := range s.sorted() {
+			if a.heartbeats > 0 {
+				b = appendCounter(b, famBeats.name, a.labels, "", a.heartbeats)
+			}
+		}
+	}
 	b = appendHeader(b, famPending)
 	return appendGauge(b, famPending.name, "", float64(s.pending))
 }

@@ -26,6 +26,9 @@ type AttemptInput struct {
 	// heartbeat file (SPEC §11).
 	HeartbeatTimeout time.Duration `json:"heartbeat_timeout,omitempty"`
 	HeartbeatDetails string        `json:"heartbeat_details,omitempty"`
+	// PreviousError is the error type of the attempt this one retries,
+	// for the worker's wf_retries_total.
+	PreviousError string `json:"previous_error,omitempty"`
 }
 
 // AttemptResult is what a worker reports of one attempt. A failed attempt

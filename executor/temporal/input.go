@@ -119,6 +119,10 @@ type Input struct {
 	// (BudgetWorkflow), shared by every instance on the namespace, instead
 	// of a window of the instance's own. wf apply sets it.
 	SharedBudgets bool `json:"shared_budgets,omitempty"`
+	// SharedBreakers asks every circuit breaker's workflow for each pass
+	// (BreakerWorkflow), so that a breaker is shared by every instance on
+	// the cluster; without it a breaker is the instance's own.
+	SharedBreakers bool `json:"shared_breakers,omitempty"`
 }
 
 // Carry is the state one run hands the next: the previous apply's records

@@ -113,6 +113,9 @@ func newInterpreter(ctx workflow.Context, in Input, cfg *config.Config, wf *conf
 			opts.Breakers[name] = b.Breaker
 		}
 		opts.BreakerState = ip.recs.breakers
+		if in.SharedBreakers {
+			opts.BreakerGate = &breakerGate{ip: ip, cfgs: opts.Breakers}
+		}
 	}
 	if in.SharedBudgets && len(budgets) > 0 {
 		opts.BudgetGate = &budgetGate{ip: ip, budgets: budgets}
@@ -362,6 +365,7 @@ func (ip *interpreter) launch(a core.Attempt) {
 		Timeout:          a.Timeout,
 		HeartbeatTimeout: a.HeartbeatTimeout,
 		HeartbeatDetails: a.HeartbeatDetails,
+		PreviousError:    ip.recs.errorOf(a.Activity, gen, a.Number-1),
 	})
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		var res AttemptResult

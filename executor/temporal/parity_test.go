@@ -77,6 +77,8 @@ type run struct {
 	events []event.Event
 	// takes counts the budget tokens asked of the shared-budget gate.
 	takes int
+	// breakerCalls counts the calls to the shared-breaker gate.
+	breakerCalls int
 }
 
 // runLocal runs the configuration through the core as the local shell
@@ -180,6 +182,24 @@ func (m *memBudgets) take(_ context.Context, req TakeRequest) (TakeResult, error
 	return takeChain(m.stamps, req, req.Now), nil
 }
 
+// memBreakers answers breaker calls from in-memory books on the asking
+// instance's clock: the shared-breaker path of the interpreter (the
+// gate), with the breaker workflow's arithmetic, without a server.
+type memBreakers struct {
+	books map[string]*breakerBook
+	calls int
+}
+
+func (m *memBreakers) call(_ context.Context, req BreakerRequest) (BreakerReply, error) {
+	m.calls++
+	b := m.books[req.Breaker.Name]
+	if b == nil {
+		b = newBreakerBook(BreakerInput{Name: req.Breaker.Name})
+		m.books[req.Breaker.Name] = b
+	}
+	return b.call(req, req.Now), nil
+}
+
 type temporalRun struct {
 	suite testsuite.WorkflowTestSuite
 	// continueEveryStep makes Temporal suggest continue-as-new all the
@@ -191,8 +211,9 @@ type temporalRun struct {
 // clock, no server), following continue-as-new by hand.
 func (tr *temporalRun) run(t *testing.T, src Sources, wfName, key string, sc script, par int) run {
 	t.Helper()
-	in := Input{Format: InputFormat, Workflow: wfName, Key: key, Parallelism: par, StateID: paritySeed, TaskQueue: "wf", SharedBudgets: true}
+	in := Input{Format: InputFormat, Workflow: wfName, Key: key, Parallelism: par, StateID: paritySeed, TaskQueue: "wf", SharedBudgets: true, SharedBreakers: true}
 	gate := &memBudgets{stamps: map[string][]time.Time{}}
+	breakers := &memBreakers{books: map[string]*breakerBook{}}
 	in.SetSources(src)
 	start := t0
 	var runs int
@@ -207,6 +228,7 @@ func (tr *temporalRun) run(t *testing.T, src Sources, wfName, key string, sc scr
 		RegisterWorkflow(env)
 		env.RegisterActivityWithOptions((&fakeAttempts{sc: sc}).Run, sdkactivity.RegisterOptions{Name: AttemptActivity})
 		env.RegisterActivityWithOptions(gate.take, sdkactivity.RegisterOptions{Name: BudgetTakeActivity})
+		env.RegisterActivityWithOptions(breakers.call, sdkactivity.RegisterOptions{Name: BreakerActivity})
 		env.ExecuteWorkflow(WorkflowType, in)
 		if !env.IsWorkflowCompleted() {
 			t.Fatal("workflow did not complete")
@@ -229,7 +251,7 @@ func (tr *temporalRun) run(t *testing.T, src Sources, wfName, key string, sc scr
 		if err := env.GetWorkflowResult(&st); err != nil {
 			t.Fatalf("result: %v", err)
 		}
-		return run{state: &st, events: st.Events, takes: gate.takes}
+		return run{state: &st, events: st.Events, takes: gate.takes, breakerCalls: breakers.calls}
 	}
 }
 
@@ -663,6 +685,9 @@ func TestParity(t *testing.T) {
 				got := mode.tr.run(t, src, "w", "k", tc.sc, par)
 				if strings.HasPrefix(tc.name, "budget") && got.takes == 0 {
 					t.Errorf("%s: no retry token was asked of the shared budget", mode.name)
+				}
+				if strings.Contains(tc.hcl, "circuit_breaker") && got.breakerCalls == 0 {
+					t.Errorf("%s: no pass was asked of the shared breaker", mode.name)
 				}
 				if mode.tr.continueEveryStep && len(waits(local, "a")) > 0 && got.state.Runs < 2 {
 					t.Errorf("%s: the apply took %d run(s); want it continued as new", mode.name, got.state.Runs)

@@ -15,9 +15,10 @@ type records struct {
 	instance   *record.Instance
 	activities map[string]*record.Activity
 	budgets    map[string]*record.Budget
-	// breakers are kept per instance: on Temporal a breaker is shared
-	// by the activities of one instance and across its applies, not yet
-	// by every instance on the cluster (docs/temporal.md).
+	// breakers are each breaker's state as this instance last saw it:
+	// with Input.SharedBreakers the breaker itself is its workflow's
+	// (BreakerWorkflow), shared by every instance on the cluster;
+	// without, it is the instance's own, decided here.
 	breakers map[string]*record.Breaker
 	attempts []*record.Attempt
 	index    map[attemptKey]int
@@ -281,3 +282,16 @@ func clampEnd(end, start, now time.Time) time.Time {
 // maxPage bounds the events of one QueryEvents answer, well below
 // Temporal's payload limits.
 const maxPage = 1000
+
+// errorOf is the error type of an attempt in the log, "" when it is not
+// kept or succeeded.
+func (r *records) errorOf(activity string, generation, number int) string {
+	i, ok := r.index[attemptKey{activity, generation, number}]
+	if !ok || i < 0 || i >= len(r.attempts) {
+		return ""
+	}
+	if a := r.attempts[i]; a != nil && a.Error != nil {
+		return a.Error.Type
+	}
+	return ""
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/wf-engine/wf/config"
 	"github.com/wf-engine/wf/executor/activity"
+	"github.com/wf-engine/wf/executor/event"
 )
 
 // Runner runs one attempt; *activity.Runner, the local engine's runner,
@@ -33,6 +34,41 @@ type Attempts struct {
 	Dir string
 	// Identity names the worker in attempt results.
 	Identity string
+	// Events, when set, receives the worker's view of each attempt it
+	// runs (attempt_started, heartbeat, attempt_succeeded or
+	// attempt_failed) and of the breakers it calls for interpreters: what
+	// wf worker's metrics count. Publishing never blocks.
+	Events *event.Bus
+	// Now is the clock of those events; time.Now when nil.
+	Now func() time.Time
+}
+
+func (a *Attempts) now() time.Time {
+	if a.Now != nil {
+		return a.Now()
+	}
+	return time.Now()
+}
+
+// publish sends one event about in, when the worker has a bus.
+func (a *Attempts) publish(in AttemptInput, typ event.Type, fill func(*event.Event)) {
+	if a.Events == nil {
+		return
+	}
+	ev := event.Event{Time: a.now(), Type: typ, Workflow: in.Workflow, Instance: in.Workflow + "/" + in.Instance,
+		Activity: "activity." + in.Activity, Attempt: in.Number, IdempotencyKey: in.IdempotencyKey}
+	if in.Spec != nil {
+		switch {
+		case in.Spec.Exec != nil:
+			ev.Kind = "exec"
+		case in.Spec.HTTP != nil:
+			ev.Kind = "http"
+		}
+	}
+	if fill != nil {
+		fill(&ev)
+	}
+	a.Events.Publish(ev)
 }
 
 // Run is AttemptActivity.
@@ -51,6 +87,12 @@ func (a *Attempts) Run(ctx context.Context, in AttemptInput) (AttemptResult, err
 	runCtx := activity.WithHeartbeatHook(ctx, func(d string) {
 		if d != "" {
 			details.Store(&d)
+		}
+		a.publish(in, event.Heartbeat, func(ev *event.Event) { ev.HeartbeatDetails = truncate(d, event.HeartbeatDetailsTail) })
+	})
+	a.publish(in, event.AttemptStarted, func(ev *event.Event) {
+		if in.Number > 1 && in.PreviousError != "" {
+			ev.PreviousError = &event.Error{Type: in.PreviousError}
 		}
 	})
 	stop := heartbeat(ctx, info.HeartbeatTimeout, &details)
@@ -71,6 +113,7 @@ func (a *Attempts) Run(ctx context.Context, in AttemptInput) (AttemptResult, err
 	// cancelled (the worker shutting down, the server cancelling a lost
 	// attempt) was cut short by the engine, not by the activity.
 	out.Interrupted = res.Failure != nil && res.Failure.Type == activity.TypeInterrupted && ctx.Err() != nil
+	a.publishEnd(in, res)
 	if res.Failure == nil {
 		return out, nil
 	}
@@ -79,6 +122,30 @@ func (a *Attempts) Run(ctx context.Context, in AttemptInput) (AttemptResult, err
 	// result for the interpreter.
 	return AttemptResult{}, sdktemporal.NewNonRetryableApplicationError(
 		res.Failure.Type+": "+res.Failure.Message, res.Failure.Type, nil, out)
+}
+
+// publishEnd tells the worker's views how an attempt ended.
+func (a *Attempts) publishEnd(in AttemptInput, res activity.Result) {
+	typ := event.AttemptSucceeded
+	if res.Failure != nil {
+		typ = event.AttemptFailed
+	}
+	a.publish(in, typ, func(ev *event.Event) {
+		if !res.Start.IsZero() && !res.End.Before(res.Start) {
+			ev.DurationMs = event.Ms(res.End.Sub(res.Start))
+		}
+		if res.Failure != nil {
+			// The type is what the views count; the message stays out.
+			ev.Error = &event.Error{Type: res.Failure.Type}
+		}
+	})
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
 }
 
 // heartbeat records a heartbeat every third of timeout until stop is
@@ -132,7 +199,7 @@ type WorkerOptions struct {
 	Identity string
 }
 
-// BudgetQueue is the task queue of the budget workflows. Every wf worker
+// BudgetQueue is the task queue of the budget and breaker workflows. Every wf worker
 // polls it besides its own queue, so that a budget keeps answering
 // whichever workers come and go.
 const BudgetQueue = "wf-budgets"
@@ -180,11 +247,13 @@ func NewWorker(c client.Client, attempts *Attempts, opts WorkerOptions) *Worker 
 	w.RegisterWorkflowWithOptions(Interpret, workflow.RegisterOptions{Name: WorkflowType})
 	w.RegisterActivityWithOptions(attempts.Run, sdkactivity.RegisterOptions{Name: AttemptActivity})
 	w.RegisterActivityWithOptions(takeBudget(c), sdkactivity.RegisterOptions{Name: BudgetTakeActivity})
+	w.RegisterActivityWithOptions(callBreaker(c, newCircuitSeen(attempts.Events)), sdkactivity.RegisterOptions{Name: BreakerActivity})
 	b := worker.New(c, BudgetQueue, worker.Options{
 		Identity:                     opts.Identity,
 		StickyScheduleToStartTimeout: time.Second,
 	})
 	b.RegisterWorkflowWithOptions(BudgetWorkflow, workflow.RegisterOptions{Name: BudgetWorkflowType})
+	b.RegisterWorkflowWithOptions(BreakerWorkflow, workflow.RegisterOptions{Name: BreakerWorkflowType})
 	return &Worker{main: w, budgets: b}
 }
 
@@ -198,4 +267,5 @@ type WorkflowRegistry interface {
 func RegisterWorkflow(r WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(Interpret, workflow.RegisterOptions{Name: WorkflowType})
 	r.RegisterWorkflowWithOptions(BudgetWorkflow, workflow.RegisterOptions{Name: BudgetWorkflowType})
+	r.RegisterWorkflowWithOptions(BreakerWorkflow, workflow.RegisterOptions{Name: BreakerWorkflowType})
 }

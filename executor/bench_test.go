@@ -165,21 +165,28 @@ const spawnCount = 1000
 // BenchmarkExecTrue1000: 1,000 independent `true` activities at
 // parallelism 10 through the whole engine (real runner, real store).
 func BenchmarkExecTrue1000(b *testing.B) {
-	execTrue(b, func(st *statefile.Store) Store { return st })
+	execTrue(b, spawnCount, 10, func(st *statefile.Store) Store { return st })
+}
+
+// BenchmarkExecTrue10k50: 10,000 independent `true` activities at
+// parallelism 50 through the whole engine; compare with
+// BenchmarkRawSpawn10k50 (target: within 1.2x).
+func BenchmarkExecTrue10k50(b *testing.B) {
+	execTrue(b, 10*spawnCount, 50, func(st *statefile.Store) Store { return st })
 }
 
 // BenchmarkExecTrueMemStore1000 is the same with an in-memory store.
 func BenchmarkExecTrueMemStore1000(b *testing.B) {
-	execTrue(b, func(*statefile.Store) Store { return newMemStore() })
+	execTrue(b, spawnCount, 10, func(*statefile.Store) Store { return newMemStore() })
 }
 
-func execTrue(b *testing.B, store func(*statefile.Store) Store) {
+func execTrue(b *testing.B, count, parallelism int, store func(*statefile.Store) Store) {
 	if _, err := exec.LookPath("true"); err != nil {
 		b.Skip("no true(1)")
 	}
 	var src strings.Builder
 	src.WriteString("workflow \"spawn\" {\n")
-	for i := range spawnCount {
+	for i := range count {
 		fmt.Fprintf(&src, "  activity \"t%d\" {\n    exec { command = [\"true\"] }\n  }\n", i)
 	}
 	src.WriteString("}\n")
@@ -205,14 +212,14 @@ func execTrue(b *testing.B, store func(*statefile.Store) Store) {
 		commits.Store = store(st)
 		b.StartTimer()
 		began := time.Now()
-		run, err := Start(context.Background(), Options{Config: cfg, Instances: instances(cfg, nil), Store: &commits, Runner: timed, Parallelism: 10})
+		run, err := Start(context.Background(), Options{Config: cfg, Instances: instances(cfg, nil), Store: &commits, Runner: timed, Parallelism: parallelism})
 		if err != nil {
 			b.Fatal(err)
 		}
 		out, err := run.Wait()
 		b.StopTimer()
 		elapsed += time.Since(began)
-		if err != nil || out.Status != event.StatusSucceeded || out.Summary.Succeeded != spawnCount {
+		if err != nil || out.Status != event.StatusSucceeded || out.Summary.Succeeded != count {
 			b.Fatalf("run: %+v %v", out, err)
 		}
 		if err := st.Close(); err != nil {
@@ -226,10 +233,10 @@ func execTrue(b *testing.B, store func(*statefile.Store) Store) {
 	// store paces the run.
 	b.ReportMetric(float64(commits.n)/float64(b.N), "commits/op")
 	b.ReportMetric(float64(commits.total.Microseconds())/1000/float64(b.N), "commit_ms/op")
-	// The share of the 10 slots' time spent inside Runner.Run: the rest is
-	// a slot waiting for the engine (a step, a commit) to start its next
+	// The share of the slots' time spent inside Runner.Run: the rest is a
+	// slot waiting for the engine (a step, a commit) to start its next
 	// attempt. Raw spawning is 100% by construction.
-	b.ReportMetric(100*float64(timed.busy.Load())/float64(10*elapsed), "slot_busy_%")
+	b.ReportMetric(100*float64(timed.busy.Load())/float64(int64(parallelism)*int64(elapsed)), "slot_busy_%")
 }
 
 // timedRunner sums the time attempts spend in the wrapped runner.
@@ -251,26 +258,44 @@ type timedStore struct {
 	Store
 	n     int
 	total time.Duration
+	// spans, when not nil, gets every commit's start, duration and size.
+	spans *[]commitSpan
+}
+
+type commitSpan struct {
+	start     time.Time
+	took      time.Duration
+	mutations int
 }
 
 func (s *timedStore) Commit(ms []record.Mutation) error {
 	t := time.Now()
 	err := s.Store.Commit(ms)
-	s.total += time.Since(t)
+	d := time.Since(t)
+	s.total += d
 	s.n++
+	if s.spans != nil {
+		*s.spans = append(*s.spans, commitSpan{t, d, len(ms)})
+	}
 	return err
 }
 
 // BenchmarkRawSpawn1000 is the reference: 1,000 `true` processes, 10 at a
 // time, with nothing recorded.
-func BenchmarkRawSpawn1000(b *testing.B) {
+func BenchmarkRawSpawn1000(b *testing.B) { rawSpawn(b, spawnCount, 10) }
+
+// BenchmarkRawSpawn10k50 is the reference of BenchmarkExecTrue10k50:
+// 10,000 `true` processes, 50 at a time.
+func BenchmarkRawSpawn10k50(b *testing.B) { rawSpawn(b, 10*spawnCount, 50) }
+
+func rawSpawn(b *testing.B, count, parallelism int) {
 	if _, err := exec.LookPath("true"); err != nil {
 		b.Skip("no true(1)")
 	}
 	for range b.N {
-		sem := make(chan struct{}, 10)
+		sem := make(chan struct{}, parallelism)
 		var wg sync.WaitGroup
-		for range spawnCount {
+		for range count {
 			sem <- struct{}{}
 			wg.Add(1)
 			go func() {

@@ -201,6 +201,7 @@ func execTrue(b *testing.B, count, parallelism int, store func(*statefile.Store)
 		commits timedStore
 		timed   = &timedRunner{AttemptRunner: runner}
 		elapsed time.Duration
+		launch  []time.Duration
 	)
 	b.ResetTimer()
 	for range b.N {
@@ -210,6 +211,9 @@ func execTrue(b *testing.B, count, parallelism int, store func(*statefile.Store)
 			b.Fatal(err)
 		}
 		commits.use(store(st))
+		var spans []commitSpan
+		commits.spans = &spans
+		timed.starts = timed.starts[:0]
 		b.StartTimer()
 		began := time.Now()
 		run, err := Start(context.Background(), Options{Config: cfg, Instances: instances(cfg, nil), Store: &commits, Runner: timed, Parallelism: parallelism})
@@ -222,12 +226,18 @@ func execTrue(b *testing.B, count, parallelism int, store func(*statefile.Store)
 		if err != nil || out.Status != event.StatusSucceeded || out.Summary.Succeeded != count {
 			b.Fatalf("run: %+v %v", out, err)
 		}
+		launch = append(launch, launchDelays(spans, timed.starts)...)
 		if err := st.Close(); err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()
 	}
 	b.StopTimer()
+	slices.Sort(launch)
+	// From the end of a commit to the start of an attempt it made
+	// durable: the hand-over to a worker.
+	b.ReportMetric(float64(launch[len(launch)/2])/1e6, "launch_p50_ms")
+	b.ReportMetric(float64(launch[len(launch)*9/10])/1e6, "launch_p90_ms")
 	// How much of the run the engine spent waiting for its store: commits
 	// are serial (one committer), so commit_ms/op close to ns/op means the
 	// store paces the run.
@@ -240,17 +250,43 @@ func execTrue(b *testing.B, count, parallelism int, store func(*statefile.Store)
 	b.ReportMetric(100*float64(timed.busy.Load())/float64(int64(parallelism)*int64(elapsed)), "slot_busy_%")
 }
 
-// timedRunner sums the time attempts spend in the wrapped runner.
+// timedRunner sums the time attempts spend in the wrapped runner and
+// notes when each began.
 type timedRunner struct {
 	AttemptRunner
-	busy atomic.Int64 // nanoseconds
+	busy   atomic.Int64 // nanoseconds
+	mu     sync.Mutex
+	starts []time.Time
 }
 
 func (r *timedRunner) Run(ctx context.Context, req activity.Request) activity.Result {
 	t := time.Now()
+	r.mu.Lock()
+	r.starts = append(r.starts, t)
+	r.mu.Unlock()
 	res := r.AttemptRunner.Run(ctx, req)
 	r.busy.Add(int64(time.Since(t)))
 	return res
+}
+
+// launchDelays returns, for each attempt start, the time since the last
+// commit that ended before it: a lower bound of the wait between the
+// commit of its start record and the start, since an attempt can begin
+// only after its own commit (which is that one or an earlier one).
+func launchDelays(spans []commitSpan, starts []time.Time) []time.Duration {
+	ends := make([]time.Time, len(spans))
+	for i, sp := range spans {
+		ends[i] = sp.start.Add(sp.took)
+	}
+	slices.SortFunc(ends, time.Time.Compare)
+	out := make([]time.Duration, 0, len(starts))
+	for _, t := range starts {
+		i, _ := slices.BinarySearchFunc(ends, t, time.Time.Compare)
+		if i > 0 {
+			out = append(out, t.Sub(ends[i-1]))
+		}
+	}
+	return out
 }
 
 // timedStore counts and times a Store's commits. The executor commits from

@@ -201,9 +201,9 @@ func NewRunner(opts Options) *Runner {
 
 // Close removes the Runner's attempt directory (with any output or error
 // file a stray background process wrote after its attempt ended), releases
-// what exec attempts share and closes idle HTTP connections. It waits for exec attempts still in
-// flight. The Runner stays usable: a later exec attempt sets things up
-// again.
+// what exec attempts share and closes idle HTTP connections. It waits for
+// exec attempts still in flight. The Runner stays usable: a later exec
+// attempt sets things up again.
 func (r *Runner) Close() error {
 	closeIdle(r.clients)
 	if err := r.shared.close(); err != nil {

@@ -165,21 +165,28 @@ const spawnCount = 1000
 // BenchmarkExecTrue1000: 1,000 independent `true` activities at
 // parallelism 10 through the whole engine (real runner, real store).
 func BenchmarkExecTrue1000(b *testing.B) {
-	execTrue(b, func(st *statefile.Store) Store { return st })
+	execTrue(b, spawnCount, 10, func(st *statefile.Store) Store { return st })
+}
+
+// BenchmarkExecTrue10k50: 10,000 independent `true` activities at
+// parallelism 50 through the whole engine; compare with
+// BenchmarkRawSpawn10k50 (target: within 1.2x).
+func BenchmarkExecTrue10k50(b *testing.B) {
+	execTrue(b, 10*spawnCount, 50, func(st *statefile.Store) Store { return st })
 }
 
 // BenchmarkExecTrueMemStore1000 is the same with an in-memory store.
 func BenchmarkExecTrueMemStore1000(b *testing.B) {
-	execTrue(b, func(*statefile.Store) Store { return newMemStore() })
+	execTrue(b, spawnCount, 10, func(*statefile.Store) Store { return newMemStore() })
 }
 
-func execTrue(b *testing.B, store func(*statefile.Store) Store) {
+func execTrue(b *testing.B, count, parallelism int, store func(*statefile.Store) Store) {
 	if _, err := exec.LookPath("true"); err != nil {
 		b.Skip("no true(1)")
 	}
 	var src strings.Builder
 	src.WriteString("workflow \"spawn\" {\n")
-	for i := range spawnCount {
+	for i := range count {
 		fmt.Fprintf(&src, "  activity \"t%d\" {\n    exec { command = [\"true\"] }\n  }\n", i)
 	}
 	src.WriteString("}\n")
@@ -194,6 +201,7 @@ func execTrue(b *testing.B, store func(*statefile.Store) Store) {
 		commits timedStore
 		timed   = &timedRunner{AttemptRunner: runner}
 		elapsed time.Duration
+		launch  []time.Duration
 	)
 	b.ResetTimer()
 	for range b.N {
@@ -202,47 +210,83 @@ func execTrue(b *testing.B, store func(*statefile.Store) Store) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		commits.Store = store(st)
+		commits.use(store(st))
+		var spans []commitSpan
+		commits.spans = &spans
+		timed.starts = timed.starts[:0]
 		b.StartTimer()
 		began := time.Now()
-		run, err := Start(context.Background(), Options{Config: cfg, Instances: instances(cfg, nil), Store: &commits, Runner: timed, Parallelism: 10})
+		run, err := Start(context.Background(), Options{Config: cfg, Instances: instances(cfg, nil), Store: &commits, Runner: timed, Parallelism: parallelism})
 		if err != nil {
 			b.Fatal(err)
 		}
 		out, err := run.Wait()
 		b.StopTimer()
 		elapsed += time.Since(began)
-		if err != nil || out.Status != event.StatusSucceeded || out.Summary.Succeeded != spawnCount {
+		if err != nil || out.Status != event.StatusSucceeded || out.Summary.Succeeded != count {
 			b.Fatalf("run: %+v %v", out, err)
 		}
+		launch = append(launch, launchDelays(spans, timed.starts)...)
 		if err := st.Close(); err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()
 	}
 	b.StopTimer()
+	slices.Sort(launch)
+	// From the end of a commit to the start of an attempt it made
+	// durable: the hand-over to a worker.
+	b.ReportMetric(float64(launch[len(launch)/2])/1e6, "launch_p50_ms")
+	b.ReportMetric(float64(launch[len(launch)*9/10])/1e6, "launch_p90_ms")
 	// How much of the run the engine spent waiting for its store: commits
 	// are serial (one committer), so commit_ms/op close to ns/op means the
 	// store paces the run.
 	b.ReportMetric(float64(commits.n)/float64(b.N), "commits/op")
 	b.ReportMetric(float64(commits.total.Microseconds())/1000/float64(b.N), "commit_ms/op")
-	// The share of the 10 slots' time spent inside Runner.Run: the rest is
-	// a slot waiting for the engine (a step, a commit) to start its next
+	b.ReportMetric(float64(commits.first.Microseconds())/1000/float64(b.N), "first_commit_ms/op")
+	// The share of the slots' time spent inside Runner.Run: the rest is a
+	// slot waiting for the engine (a step, a commit) to start its next
 	// attempt. Raw spawning is 100% by construction.
-	b.ReportMetric(100*float64(timed.busy.Load())/float64(10*elapsed), "slot_busy_%")
+	b.ReportMetric(100*float64(timed.busy.Load())/float64(int64(parallelism)*int64(elapsed)), "slot_busy_%")
 }
 
-// timedRunner sums the time attempts spend in the wrapped runner.
+// timedRunner sums the time attempts spend in the wrapped runner and
+// notes when each began.
 type timedRunner struct {
 	AttemptRunner
-	busy atomic.Int64 // nanoseconds
+	busy   atomic.Int64 // nanoseconds
+	mu     sync.Mutex
+	starts []time.Time
 }
 
 func (r *timedRunner) Run(ctx context.Context, req activity.Request) activity.Result {
 	t := time.Now()
+	r.mu.Lock()
+	r.starts = append(r.starts, t)
+	r.mu.Unlock()
 	res := r.AttemptRunner.Run(ctx, req)
 	r.busy.Add(int64(time.Since(t)))
 	return res
+}
+
+// launchDelays returns, for each attempt start, the time since the last
+// commit that ended before it: a lower bound of the wait between the
+// commit of its start record and the start, since an attempt can begin
+// only after its own commit (which is that one or an earlier one).
+func launchDelays(spans []commitSpan, starts []time.Time) []time.Duration {
+	ends := make([]time.Time, len(spans))
+	for i, sp := range spans {
+		ends[i] = sp.start.Add(sp.took)
+	}
+	slices.SortFunc(ends, time.Time.Compare)
+	out := make([]time.Duration, 0, len(starts))
+	for _, t := range starts {
+		i, _ := slices.BinarySearchFunc(ends, t, time.Time.Compare)
+		if i > 0 {
+			out = append(out, t.Sub(ends[i-1]))
+		}
+	}
+	return out
 }
 
 // timedStore counts and times a Store's commits. The executor commits from
@@ -251,26 +295,58 @@ type timedStore struct {
 	Store
 	n     int
 	total time.Duration
+	// spans, when not nil, gets every commit's start, duration and size.
+	spans *[]commitSpan
+	// first sums the first commit of each run (use starts a run): the
+	// plan's records and the first attempts, all in one transaction.
+	first time.Duration
+	fresh bool
+}
+
+// use makes st the store of the next run.
+func (s *timedStore) use(st Store) {
+	s.Store = st
+	s.fresh = true
+}
+
+type commitSpan struct {
+	start     time.Time
+	took      time.Duration
+	mutations int
 }
 
 func (s *timedStore) Commit(ms []record.Mutation) error {
 	t := time.Now()
 	err := s.Store.Commit(ms)
-	s.total += time.Since(t)
+	d := time.Since(t)
+	s.total += d
 	s.n++
+	if s.fresh {
+		s.first += d
+		s.fresh = false
+	}
+	if s.spans != nil {
+		*s.spans = append(*s.spans, commitSpan{t, d, len(ms)})
+	}
 	return err
 }
 
 // BenchmarkRawSpawn1000 is the reference: 1,000 `true` processes, 10 at a
 // time, with nothing recorded.
-func BenchmarkRawSpawn1000(b *testing.B) {
+func BenchmarkRawSpawn1000(b *testing.B) { rawSpawn(b, spawnCount, 10) }
+
+// BenchmarkRawSpawn10k50 is the reference of BenchmarkExecTrue10k50:
+// 10,000 `true` processes, 50 at a time.
+func BenchmarkRawSpawn10k50(b *testing.B) { rawSpawn(b, 10*spawnCount, 50) }
+
+func rawSpawn(b *testing.B, count, parallelism int) {
 	if _, err := exec.LookPath("true"); err != nil {
 		b.Skip("no true(1)")
 	}
 	for range b.N {
-		sem := make(chan struct{}, 10)
+		sem := make(chan struct{}, parallelism)
 		var wg sync.WaitGroup
-		for range spawnCount {
+		for range count {
 			sem <- struct{}{}
 			wg.Add(1)
 			go func() {

@@ -10,6 +10,13 @@ import (
 // committer commits the core's steps in order, merging every step queued
 // while the previous commit was in flight into one Commit (one fsync).
 //
+// It never waits for the loop: a finished commit is queued for the loop
+// (which takes them with take, in order) and the next commit starts at
+// once. When it waited for the loop to take each result, a loop busy with
+// a large step (500 results at once) kept the disk idle meanwhile, and the
+// attempts of the next steps waited for that as well as for their own
+// commit.
+//
 // A failed commit does not end it: the mutations that could not be saved
 // are kept and committed again, ahead of the next steps' own, with the next
 // batch. Records are whole values applied in order, so a later batch that
@@ -23,7 +30,10 @@ type committer struct {
 	notify chan struct{}
 	quit   chan struct{}
 	exited chan struct{}
-	done   chan commitDone
+	// finished holds the commits done and not yet taken by the loop, in
+	// order; done says there are some.
+	finished []commitDone
+	done     chan struct{}
 }
 
 type commitDone struct {
@@ -37,7 +47,7 @@ func newCommitter(commit func([]record.Mutation) error) *committer {
 		notify: make(chan struct{}, 1),
 		quit:   make(chan struct{}),
 		exited: make(chan struct{}),
-		done:   make(chan commitDone),
+		done:   make(chan struct{}, 1),
 	}
 }
 
@@ -78,13 +88,29 @@ func (c *committer) run() {
 			} else {
 				unsaved = nil
 			}
+			c.mu.Lock()
+			c.finished = append(c.finished, commitDone{steps: steps, err: err})
+			c.mu.Unlock()
 			select {
-			case c.done <- commitDone{steps: steps, err: err}:
+			case c.done <- struct{}{}:
+			default:
+			}
+			select {
 			case <-c.quit:
 				return
+			default:
 			}
 		}
 	}
+}
+
+// take returns the commits finished since the last take, in order.
+func (c *committer) take() []commitDone {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f := c.finished
+	c.finished = nil
+	return f
 }
 
 // close stops the committer and waits for it, so that no commit is in

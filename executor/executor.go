@@ -510,13 +510,15 @@ func (r *Run) loop(ctx context.Context, first core.Ready) {
 		}
 
 		select {
-		case done := <-cm.done:
-			if done.err != nil {
-				fail(done.err)
-			}
-			for _, ready := range done.steps {
-				if act(ready, done.err == nil) {
-					return
+		case <-cm.done:
+			for _, done := range cm.take() {
+				if done.err != nil {
+					fail(done.err)
+				}
+				for _, ready := range done.steps {
+					if act(ready, done.err == nil) {
+						return
+					}
 				}
 			}
 		case d := <-r.results:

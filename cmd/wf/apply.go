@@ -277,7 +277,7 @@ func (cmd *ApplyCommand) execute(ctx context.Context, cfg *config.Config, store 
 		defer stopNotify()
 	}
 
-	runner := activity.NewRunner(activity.Options{Now: c.Now, BaseEnv: nonNil(c.Environ)})
+	runner := activity.NewRunner(activity.Options{Now: c.Now, BaseEnv: nonNil(c.Environ), Parallelism: cmd.parallelism})
 	// Close removes the runner's directory of output and error files.
 	defer runner.Close()
 	run, err := executor.Start(ctx, executor.Options{

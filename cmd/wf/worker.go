@@ -53,7 +53,7 @@ func (cmd *WorkerCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer cl.Close()
-	runner := activity.NewRunner(activity.Options{Now: c.Now, BaseEnv: nonNil(c.Environ)})
+	runner := activity.NewRunner(activity.Options{Now: c.Now, BaseEnv: nonNil(c.Environ), Parallelism: cmd.parallelism})
 	defer runner.Close()
 	host, _ := os.Hostname()
 	identity := fmt.Sprintf("wf-worker %d@%s", os.Getpid(), host)

@@ -132,6 +132,12 @@ type Options struct {
 	// clone of http.DefaultTransport when nil. Its transport is cloned (when
 	// it is an *http.Transport) for insecure_skip_verify requests.
 	HTTPClient *http.Client
+	// Parallelism is the most attempts the caller runs at once (wf
+	// apply's -parallelism). Without an HTTPClient it sizes the pool of
+	// idle connections kept per host, so that every request of a run at
+	// full parallelism against one host reuses a connection; 10 when
+	// zero.
+	Parallelism int
 	// MaxOutput caps each of stdout, stderr, the output and error files,
 	// and the HTTP body of a request whose spec sets no max_response_bytes,
 	// in bytes; DefaultMaxOutput when zero or negative. Only the first
@@ -189,16 +195,17 @@ func NewRunner(opts Options) *Runner {
 	if r.waitDelay <= 0 {
 		r.waitDelay = DefaultWaitDelay
 	}
-	r.clients = newHTTPClients(opts.HTTPClient)
+	r.clients = newHTTPClients(opts.HTTPClient, opts.Parallelism)
 	return r
 }
 
 // Close removes the Runner's attempt directory (with any output or error
-// file a stray background process wrote after its attempt ended) and
-// releases what exec attempts share. It waits for exec attempts still in
-// flight. The Runner stays usable: a later exec attempt sets things up
-// again.
+// file a stray background process wrote after its attempt ended), releases
+// what exec attempts share and closes idle HTTP connections. It waits for
+// exec attempts still in flight. The Runner stays usable: a later exec
+// attempt sets things up again.
 func (r *Runner) Close() error {
+	closeIdle(r.clients)
 	if err := r.shared.close(); err != nil {
 		return fmt.Errorf("close activity runner: %w", err)
 	}

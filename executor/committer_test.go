@@ -1,0 +1,119 @@
+package executor
+
+import (
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wf-engine/wf/executor/core"
+	"github.com/wf-engine/wf/statefile/record"
+)
+
+// mut is a mutation told apart by its activity name.
+func mut(name string) record.Mutation {
+	return record.Mutation{Activity: &record.Activity{Name: name}}
+}
+
+func names(ms []record.Mutation) []string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.Activity.Name)
+	}
+	return out
+}
+
+// scriptedCommits is a commit function whose calls block until released,
+// each returning the next scripted error.
+type scriptedCommits struct {
+	mu      sync.Mutex
+	calls   [][]string
+	errs    []error
+	started chan struct{}
+	release chan struct{}
+}
+
+func (s *scriptedCommits) commit(ms []record.Mutation) error {
+	s.mu.Lock()
+	s.calls = append(s.calls, names(ms))
+	var err error
+	if len(s.errs) > 0 {
+		err, s.errs = s.errs[0], s.errs[1:]
+	}
+	s.mu.Unlock()
+	s.started <- struct{}{}
+	<-s.release
+	return err
+}
+
+func (s *scriptedCommits) callsSoFar() [][]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.calls)
+}
+
+func waitCommit(t *testing.T, s *scriptedCommits) {
+	t.Helper()
+	select {
+	case <-s.started:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no commit started; calls so far: %v", s.callsSoFar())
+	}
+}
+
+// TestCommitterDoesNotWaitForTheLoop: steps queued while a commit is in
+// flight are merged into the next commit, which starts as soon as the one
+// before returns, whether or not the loop has taken its result; the loop
+// then takes the results in order. A failed commit's mutations go first
+// into the next commit.
+func TestCommitterDoesNotWaitForTheLoop(t *testing.T) {
+	s := &scriptedCommits{
+		errs:    []error{nil, errors.New("disk full")},
+		started: make(chan struct{}),
+		release: make(chan struct{}),
+	}
+	c := newCommitter(s.commit)
+	go c.run()
+	defer c.close()
+	step := func(n ...string) core.Ready {
+		var r core.Ready
+		for _, x := range n {
+			r.Persist = append(r.Persist, mut(x))
+		}
+		return r
+	}
+
+	c.submit(step("a"))
+	waitCommit(t, s) // commit 1: a, in flight
+	c.submit(step("b"))
+	c.submit(step("c1", "c2"))
+	s.release <- struct{}{} // commit 1 returns; nobody takes it
+	waitCommit(t, s)        // commit 2 (b, c1, c2) starts anyway
+	c.submit(step("d"))
+	s.release <- struct{}{} // commit 2 fails
+	waitCommit(t, s)        // commit 3 carries commit 2's mutations first
+	s.release <- struct{}{}
+
+	want := [][]string{{"a"}, {"b", "c1", "c2"}, {"b", "c1", "c2", "d"}}
+	if got := s.callsSoFar(); !slices.EqualFunc(got, want, slices.Equal[[]string]) {
+		t.Fatalf("commits = %v, want %v", got, want)
+	}
+	var got []commitDone
+	deadline := time.Now().Add(10 * time.Second)
+	for len(got) < 3 && time.Now().Before(deadline) {
+		select {
+		case <-c.done:
+			got = append(got, c.take()...)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if len(got) != 3 {
+		t.Fatalf("took %d results, want 3", len(got))
+	}
+	steps := []int{len(got[0].steps), len(got[1].steps), len(got[2].steps)}
+	errs := []bool{got[0].err != nil, got[1].err != nil, got[2].err != nil}
+	if !slices.Equal(steps, []int{1, 2, 1}) || !slices.Equal(errs, []bool{false, true, false}) {
+		t.Errorf("results: steps per commit %v, errors %v; want [1 2 1], [false true false]", steps, errs)
+	}
+}

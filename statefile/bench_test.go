@@ -37,11 +37,12 @@ func BenchmarkCommitGroup(b *testing.B) {
 	defer closeT(b, s)
 	var seq atomic.Int64
 	b0, r0 := s.batches.Load(), s.batchedReqs.Load()
-	var elapsed time.Duration
+	var elapsed, cpu time.Duration
 	var raw rawRate
 	b.ResetTimer()
 	for range b.N {
 		start := time.Now()
+		c0 := cpuTime()
 		var wg sync.WaitGroup
 		for range workers {
 			wg.Go(func() {
@@ -56,6 +57,7 @@ func BenchmarkCommitGroup(b *testing.B) {
 		}
 		wg.Wait()
 		elapsed += time.Since(start)
+		cpu += cpuTime() - c0
 		raw.run(b, dir, 20)
 	}
 	rate := float64(seq.Load()) / elapsed.Seconds()
@@ -63,6 +65,7 @@ func BenchmarkCommitGroup(b *testing.B) {
 	b.ReportMetric(raw.rate(), "raw_records/s")
 	b.ReportMetric(rate/raw.rate(), "ratio")
 	b.ReportMetric(float64(s.batchedReqs.Load()-r0)/float64(s.batches.Load()-b0), "commits/batch")
+	b.ReportMetric(float64(cpu.Nanoseconds())/1000/float64(seq.Load()), "cpu_µs/record")
 	reportSplit(b, s)
 }
 
@@ -105,6 +108,15 @@ func BenchmarkCommitBatch100(b *testing.B) {
 	b.ReportMetric(raw.rate(), "raw_records/s")
 	b.ReportMetric(rate/raw.rate(), "ratio")
 	reportSplit(b, s)
+}
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // rawRate accumulates the physical limit: syncs of 100 encoded attempts

@@ -124,21 +124,20 @@ func (w *walWriter) resume(path string, h segHeader, off int64, segs []uint64) e
 	return nil
 }
 
-// append writes one record at the end of the active segment (which must
-// have room: see fits), with one pwrite, and syncs it when sync is set.
-func (w *walWriter) append(seq uint64, payload []byte, sync bool) error {
-	n := recOverhead + len(payload)
-	if cap(w.buf) < n {
-		w.buf = make([]byte, n)
+// write encodes the ops of groups (n bytes of payload: opsSize) as the
+// record seq straight into the write buffer and writes it at the end of
+// the active segment (which must have room: see fits), with one pwrite.
+// It does not sync.
+func (w *walWriter) write(seq uint64, groups [][]op, n int) error {
+	size := recOverhead + n
+	if cap(w.buf) < size {
+		w.buf = make([]byte, 0, size)
 	}
-	rec := appendRecord(w.buf[:0], seq, payload)
+	rec := appendRecordOps(w.buf[:0], seq, groups, n)
 	if _, err := w.f.WriteAt(rec, w.off); err != nil {
 		return fmt.Errorf("write log record %d: %w", seq, err)
 	}
-	w.off += alignUp(int64(n))
-	if sync {
-		return w.sync()
-	}
+	w.off += alignUp(int64(size))
 	return nil
 }
 
@@ -146,15 +145,18 @@ func (w *walWriter) sync() error {
 	if w.f == nil {
 		return nil
 	}
+	if err := fdatasync(int(w.f.Fd())); err != nil {
+		return fmt.Errorf("sync log segment %s: %w", segmentName(w.first), err)
+	}
+	return nil
+}
+
+func fdatasync(fd int) error {
 	for {
-		err := syscall.Fdatasync(int(w.f.Fd()))
-		if errors.Is(err, syscall.EINTR) {
-			continue
+		err := syscall.Fdatasync(fd)
+		if !errors.Is(err, syscall.EINTR) {
+			return err
 		}
-		if err != nil {
-			return fmt.Errorf("sync log segment %s: %w", segmentName(w.first), err)
-		}
-		return nil
 	}
 }
 

@@ -55,7 +55,27 @@ func Encode(v any) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode: %w", err)
 	}
-	b, err := json.Marshal(v)
+	var b []byte
+	switch r := v.(type) {
+	case *Activity:
+		b, err = appendActivity(make([]byte, 0, 512), r)
+	case Activity:
+		b, err = appendActivity(make([]byte, 0, 512), &r)
+	case *Attempt:
+		b, err = appendAttempt(make([]byte, 0, 512), r)
+	case Attempt:
+		b, err = appendAttempt(make([]byte, 0, 512), &r)
+	case *Instance:
+		b, err = appendInstance(make([]byte, 0, 160), r)
+	case Instance:
+		b, err = appendInstance(make([]byte, 0, 160), &r)
+	case *Spawn:
+		b, err = appendSpawn(make([]byte, 0, 256), r)
+	case Spawn:
+		b, err = appendSpawn(make([]byte, 0, 256), &r)
+	default:
+		b, err = json.Marshal(v)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("encode %T: %w", v, err)
 	}

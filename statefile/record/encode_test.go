@@ -1,0 +1,162 @@
+package record
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// strs are strings that exercise every escaping rule of encoding/json.
+var strs = []string{
+	"", "plain", "with space", `quote " and \ backslash`, "<b>&amp;</b>", "tab\tnew\nline\rcr",
+	"\b\f\x00\x01\x1f\x7f", "héllo wörld ✓", "\u2028 and \u2029", "bad \xff utf8 \xe2\x80", "emoji 🎉",
+	"wf2-0123456789abcdef0123456789abcdef",
+}
+
+var raws = []string{
+	`{"stdout":"","stderr":"","exit_code":0,"result":null}`,
+	"{ \"a\" : [ 1 , 2 ,\n 3 ] ,\t\"b\" : \"x y <z> & \u2028\" }",
+	`{"s":"esc \" \\ \u003c"}`,
+	`[]`, `null`, `"just a string"`, `12.5e3`,
+}
+
+var zones = []*time.Location{time.UTC, time.FixedZone("X", 5*3600+30*60), time.FixedZone("Y", -7*3600), time.Local}
+
+func randTime(r *rand.Rand) time.Time {
+	switch r.IntN(5) {
+	case 0:
+		return time.Time{}
+	case 1:
+		return time.Unix(r.Int64N(4e9), 0).In(zones[r.IntN(len(zones))])
+	}
+	return time.Unix(r.Int64N(4e9), r.Int64N(1e9)).In(zones[r.IntN(len(zones))])
+}
+
+func randStr(r *rand.Rand) string {
+	if r.IntN(3) == 0 {
+		b := make([]byte, r.IntN(20))
+		for i := range b {
+			b[i] = byte(r.IntN(256))
+		}
+		return string(b)
+	}
+	return strs[r.IntN(len(strs))]
+}
+
+func randError(r *rand.Rand) *Error {
+	if r.IntN(2) == 0 {
+		return nil
+	}
+	return &Error{Type: randStr(r), Message: randStr(r), NonRetryable: r.IntN(2) == 0}
+}
+
+func randActivity(r *rand.Rand) *Activity {
+	a := &Activity{
+		Workflow: randStr(r), Instance: randStr(r), Name: randStr(r),
+		Generation: r.IntN(5), DefHash: randStr(r), IdempotencyKey: randStr(r),
+		Status: Status(randStr(r)), Attempts: r.IntN(100) - 10, Interrupted: r.IntN(3),
+		FirstStart: randTime(r), LastDelay: time.Duration(r.Int64N(1e12) - 1e11),
+		LastError: randError(r), FailReason: randStr(r), Finished: randTime(r),
+	}
+	for range r.IntN(4) {
+		a.RuleCounts = append(a.RuleCounts, r.IntN(10)-2)
+	}
+	if r.IntN(5) == 0 {
+		a.RuleCounts = []int{}
+	}
+	if r.IntN(2) == 0 {
+		a.Timer = &Timer{Kind: TimerKind(randStr(r)), FireAt: randTime(r), Attempt: r.IntN(9), Set: randTime(r), Delay: time.Duration(r.Int64N(1e12)), Source: randStr(r)}
+	}
+	if r.IntN(2) == 0 {
+		a.Outputs = json.RawMessage(raws[r.IntN(len(raws))])
+	}
+	return a
+}
+
+func randAttempt(r *rand.Rand) *Attempt {
+	return &Attempt{
+		Workflow: randStr(r), Instance: randStr(r), Activity: randStr(r),
+		Generation: r.IntN(5), Number: r.IntN(1000), IdempotencyKey: randStr(r),
+		Start: randTime(r), End: randTime(r), Outcome: Outcome(randStr(r)), Error: randError(r),
+		Wait: time.Duration(r.Int64N(1e12)), HasWait: r.IntN(2) == 0, WaitSource: randStr(r), FiredBy: randStr(r),
+	}
+}
+
+// TestEncodersMatchEncodingJSON: the hand-written encoders produce the
+// same bytes as json.Marshal, so stored records do not change.
+func TestEncodersMatchEncodingJSON(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	check := func(v any, got []byte, err error) {
+		t.Helper()
+		want, werr := json.Marshal(v)
+		if (err != nil) != (werr != nil) {
+			t.Fatalf("%+v: error %v, json.Marshal %v", v, err, werr)
+		}
+		if err == nil && !bytes.Equal(got, want) {
+			t.Fatalf("encoded\n%s\njson.Marshal\n%s", got, want)
+		}
+	}
+	for range 5000 {
+		a := randActivity(r)
+		got, err := appendActivity(nil, a)
+		check(a, got, err)
+		at := randAttempt(r)
+		got, err = appendAttempt(nil, at)
+		check(at, got, err)
+		in := &Instance{Workflow: randStr(r), Key: randStr(r), Created: randTime(r), Updated: randTime(r)}
+		got, err = appendInstance(nil, in)
+		check(in, got, err)
+		sp := &Spawn{Workflow: randStr(r), Instance: randStr(r), Activity: randStr(r), Generation: r.IntN(9), Number: r.IntN(9), PID: r.IntN(1 << 22), StartTicks: r.Uint64(), BootID: randStr(r), Recorded: randTime(r)}
+		got, err = appendSpawn(nil, sp)
+		check(sp, got, err)
+	}
+	// What json.Marshal refuses, the encoders refuse.
+	bad := &Activity{Outputs: json.RawMessage(`{"a":`)}
+	got, err := appendActivity(nil, bad)
+	check(bad, got, err)
+	far := &Attempt{Start: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}
+	got, err = appendAttempt(nil, far)
+	check(far, got, err)
+}
+
+func FuzzEncodeActivity(f *testing.F) {
+	f.Add("w", "k", "a", "h\u2028<", `{"x": [1, 2]}`, int64(0), int64(5))
+	f.Fuzz(func(t *testing.T, w, k, name, msg, outputs string, sec, nsec int64) {
+		a := &Activity{Workflow: w, Instance: k, Name: name, FailReason: msg, LastError: &Error{Type: msg, Message: w},
+			Outputs: json.RawMessage(outputs), Finished: time.Unix(sec, nsec), Timer: &Timer{Source: msg, FireAt: time.Unix(nsec, sec)}}
+		got, err := appendActivity(nil, a)
+		want, werr := json.Marshal(a)
+		if (err != nil) != (werr != nil) {
+			t.Fatalf("error %v, json.Marshal %v", err, werr)
+		}
+		if err == nil && !bytes.Equal(got, want) {
+			t.Fatalf("encoded\n%s\njson.Marshal\n%s", got, want)
+		}
+	})
+}
+
+func BenchmarkEncodeAttempt(b *testing.B) {
+	a := &Attempt{Workflow: "orders", Instance: "default", Activity: "charge", Generation: 1, Number: 3,
+		IdempotencyKey: "wf2-0123456789abcdef0123456789abcdef", Start: time.Now(), End: time.Now(), Outcome: OutcomeFailed,
+		Error: &Error{Type: "http:503", Message: "HTTP/1.1 503 Service Unavailable"}, Wait: time.Second, HasWait: true, WaitSource: "policy"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Encode(a); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkMarshalAttempt(b *testing.B) {
+	a := &Attempt{Workflow: "orders", Instance: "default", Activity: "charge", Generation: 1, Number: 3,
+		IdempotencyKey: "wf2-0123456789abcdef0123456789abcdef", Start: time.Now(), End: time.Now(), Outcome: OutcomeFailed,
+		Error: &Error{Type: "http:503", Message: "HTTP/1.1 503 Service Unavailable"}, Wait: time.Second, HasWait: true, WaitSource: "policy"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := json.Marshal(a); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

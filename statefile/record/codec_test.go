@@ -400,6 +400,8 @@ func fill(t *testing.T, v reflect.Value, n *int) {
 		v.SetString(fmt.Sprintf("s%d", *n))
 	case reflect.Int, reflect.Int64:
 		v.SetInt(int64(*n))
+	case reflect.Uint64:
+		v.SetUint(uint64(*n))
 	case reflect.Bool:
 		v.SetBool(true)
 	case reflect.Slice:

@@ -176,6 +176,7 @@ func appendActivity(b []byte, r *Activity) ([]byte, error) {
 	e.errorObj("last_error", r.LastError)
 	e.strOmit("fail_reason", r.FailReason)
 	e.timeOmit("finished", r.Finished)
+	e.strOmit("heartbeat_details", r.HeartbeatDetails)
 	e.close()
 	return e.b, e.err
 }

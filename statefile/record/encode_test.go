@@ -3,7 +3,9 @@ package record
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -59,6 +61,7 @@ func randActivity(r *rand.Rand) *Activity {
 		Status: Status(randStr(r)), Attempts: r.IntN(100) - 10, Interrupted: r.IntN(3),
 		FirstStart: randTime(r), LastDelay: time.Duration(r.Int64N(1e12) - 1e11),
 		LastError: randError(r), FailReason: randStr(r), Finished: randTime(r),
+		HeartbeatDetails: randStr(r),
 	}
 	for range r.IntN(4) {
 		a.RuleCounts = append(a.RuleCounts, r.IntN(10)-2)
@@ -119,6 +122,38 @@ func TestEncodersMatchEncodingJSON(t *testing.T) {
 	far := &Attempt{Start: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}
 	got, err = appendAttempt(nil, far)
 	check(far, got, err)
+}
+
+// TestEncodersKnowEveryField: with every field of a record set, the
+// hand-written encoder still writes what json.Marshal writes, so a field
+// added to a record cannot be dropped by an encoder that does not know it.
+func TestEncodersKnowEveryField(t *testing.T) {
+	tests := []struct {
+		rec    any
+		encode func(any) ([]byte, error)
+	}{
+		{&Instance{}, func(v any) ([]byte, error) { return appendInstance(nil, v.(*Instance)) }},
+		{&Activity{}, func(v any) ([]byte, error) { return appendActivity(nil, v.(*Activity)) }},
+		{&Attempt{}, func(v any) ([]byte, error) { return appendAttempt(nil, v.(*Attempt)) }},
+		{&Spawn{}, func(v any) ([]byte, error) { return appendSpawn(nil, v.(*Spawn)) }},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%T", tt.rec), func(t *testing.T) {
+			n := 0
+			fill(t, reflect.ValueOf(tt.rec).Elem(), &n)
+			got, err := tt.encode(tt.rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := json.Marshal(tt.rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("encoded\n%s\njson.Marshal\n%s", got, want)
+			}
+		})
+	}
 }
 
 func FuzzEncodeActivity(f *testing.F) {

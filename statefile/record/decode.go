@@ -513,38 +513,56 @@ func (d *decoder) number() error {
 
 // intern returns the constant for a known enum value so that decoding
 // statuses, outcomes and kinds does not allocate.
-func intern(b []byte) string {
+// known returns the constant equal to b, if b is one of the few values
+// most records hold, and ok false otherwise.
+func known(b []byte) (string, bool) {
 	switch string(b) {
 	case "":
-		return ""
+		return "", true
 	case string(StatusPending):
-		return string(StatusPending)
+		return string(StatusPending), true
 	case string(StatusRunning):
-		return string(StatusRunning)
+		return string(StatusRunning), true
 	case string(StatusWaiting):
-		return string(StatusWaiting)
+		return string(StatusWaiting), true
 	case string(StatusSucceeded):
-		return string(StatusSucceeded)
+		return string(StatusSucceeded), true
 	case string(StatusFailed):
-		return string(StatusFailed)
+		return string(StatusFailed), true
 	case string(StatusSkipped):
-		return string(StatusSkipped)
+		return string(StatusSkipped), true
 	case string(OutcomeInterrupted):
-		return string(OutcomeInterrupted)
+		return string(OutcomeInterrupted), true
 	case string(TimerRetry):
-		return string(TimerRetry)
+		return string(TimerRetry), true
 	case string(TimerBudget):
-		return string(TimerBudget)
+		return string(TimerBudget), true
 	case string(TimerSleep):
-		return string(TimerSleep)
+		return string(TimerSleep), true
 	case "policy":
-		return "policy"
+		return "policy", true
 	case "server":
-		return "server"
+		return "server", true
 	case "manual":
-		return "manual"
+		return "manual", true
+	}
+	return "", false
+}
+
+// intern returns b as a string, a constant for the common values.
+func intern(b []byte) string {
+	if s, ok := known(b); ok {
+		return s
 	}
 	return string(b)
+}
+
+// internSub is intern for a b that sub already holds as a string.
+func internSub(b []byte, sub string) string {
+	if s, ok := known(b); ok {
+		return s
+	}
+	return sub
 }
 
 func (d *decoder) errorObj(p **Error) error {

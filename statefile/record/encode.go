@@ -8,12 +8,13 @@ import (
 	"unicode/utf8"
 )
 
-// Encoders for the records written on every attempt. They produce exactly
-// the bytes encoding/json.Marshal produces for the same value (the tests
-// compare the two on random records), without reflection: encoding every
-// attempt through json.Marshal was the largest CPU cost of a commit
-// (docs/performance.md). Budgets, rarely written, still go through
-// json.Marshal.
+// JSON encoders for the records written on every attempt (an activity's
+// binary form is in binary.go). They produce exactly the bytes
+// encoding/json.Marshal produces for the same value (the tests compare the
+// two on random records), without reflection: encoding every attempt
+// through json.Marshal was the largest CPU cost of a commit
+// (docs/performance.md). Budgets and breakers, written once per step at
+// most, still go through json.Marshal.
 
 // encoder appends JSON to b; err is the first error.
 type encoder struct {
@@ -107,34 +108,6 @@ func (e *encoder) errorObj(name string, r *Error) {
 	e.close()
 }
 
-func (e *encoder) timerObj(name string, t *Timer) {
-	if t == nil {
-		return
-	}
-	e.key(name)
-	e.open()
-	e.str("kind", string(t.Kind))
-	e.time("fire_at", t.FireAt)
-	e.int("attempt", int64(t.Attempt))
-	e.time("set", t.Set)
-	e.int("delay", int64(t.Delay))
-	e.strOmit("source", t.Source)
-	e.close()
-}
-
-func (e *encoder) raw(name string, v json.RawMessage) {
-	if len(v) == 0 {
-		return
-	}
-	e.key(name)
-	b, err := appendCompactJSON(e.b, v)
-	if err != nil {
-		e.fail(err)
-		return
-	}
-	e.b = b
-}
-
 func appendInstance(b []byte, r *Instance) ([]byte, error) {
 	e := encoder{b: b}
 	e.open()
@@ -142,41 +115,6 @@ func appendInstance(b []byte, r *Instance) ([]byte, error) {
 	e.str("key", r.Key)
 	e.time("created", r.Created)
 	e.time("updated", r.Updated)
-	e.close()
-	return e.b, e.err
-}
-
-func appendActivity(b []byte, r *Activity) ([]byte, error) {
-	e := encoder{b: b}
-	e.open()
-	e.str("workflow", r.Workflow)
-	e.str("instance", r.Instance)
-	e.str("name", r.Name)
-	e.int("generation", int64(r.Generation))
-	e.str("def_hash", r.DefHash)
-	e.str("idempotency_key", r.IdempotencyKey)
-	e.str("status", string(r.Status))
-	e.int("attempts", int64(r.Attempts))
-	if len(r.RuleCounts) > 0 {
-		e.key("rule_counts")
-		e.b = append(e.b, '[')
-		for i, n := range r.RuleCounts {
-			if i > 0 {
-				e.b = append(e.b, ',')
-			}
-			e.b = strconv.AppendInt(e.b, int64(n), 10)
-		}
-		e.b = append(e.b, ']')
-	}
-	e.intOmit("interrupted", int64(r.Interrupted))
-	e.timeOmit("first_start", r.FirstStart)
-	e.intOmit("last_delay", int64(r.LastDelay))
-	e.timerObj("timer", r.Timer)
-	e.raw("outputs", r.Outputs)
-	e.errorObj("last_error", r.LastError)
-	e.strOmit("fail_reason", r.FailReason)
-	e.timeOmit("finished", r.Finished)
-	e.strOmit("heartbeat_details", r.HeartbeatDetails)
 	e.close()
 	return e.b, e.err
 }

@@ -197,6 +197,15 @@ func (s *Store) writeBatch(batch []*commitReq) error {
 	}
 	w.logTime += time.Since(t0)
 	w.lastSeq = seq
+	if w.wal.wantsSpare() {
+		// Only with room to spare beyond what Badger may need (space.go):
+		// the next segment's blocks must never be the ones Badger's mmapped
+		// files were counted on. Without it, the rotation makes the segment
+		// itself and meets the full disk there.
+		if free, err := freeBytes(s.dir); err == nil && free >= spaceMargin(w.lsmBytes.Load(), 0)+2*w.wal.segSize {
+			w.wal.prepareSpare()
+		}
+	}
 	if s.opts.afterLogWrite != nil {
 		s.opts.afterLogWrite(seq)
 	}

@@ -52,45 +52,80 @@ func (s *Store) enqueueApply(j applyJob) {
 func (s *Store) applyLoop() {
 	w := s.w
 	defer close(w.applierDone)
+	var js []applyJob
 	for j := range w.jobs {
+		// Records that queued while the previous ones were applied go in
+		// together: one Badger transaction costs two goroutine switches
+		// and a commit of its own, whatever its size.
+		js = append(js[:0], j)
+	drain:
+		for len(js) < maxApplyMerge {
+			select {
+			case j, ok := <-w.jobs:
+				if !ok {
+					break drain
+				}
+				js = append(js, j)
+			default:
+				break drain
+			}
+		}
 		w.mu.Lock()
 		broken := w.applyErr != nil
 		w.mu.Unlock()
 		if !broken {
-			s.applyOne(j)
+			s.applyJobs(js)
 		}
 		w.mu.Lock()
-		w.applied = j.seq
+		w.applied = js[len(js)-1].seq
 		w.applyCond.Broadcast()
 		w.mu.Unlock()
 	}
 }
 
-func (s *Store) applyOne(j applyJob) {
+// maxApplyMerge bounds how many records one application merges.
+const maxApplyMerge = 16
+
+func (s *Store) applyJobs(js []applyJob) {
 	w := s.w
 	t0 := time.Now()
-	groups := j.groups
-	if j.sync {
+	var groups [][]op
+	if len(js) == 1 {
+		groups = js[0].groups
+	} else {
+		for _, j := range js {
+			groups = append(groups, j.groups...)
+		}
+	}
+	var synced uint64
+	bytes := 0
+	for _, j := range js {
+		if j.sync {
+			synced = j.seq
+		}
+		bytes += j.bytes
+	}
+	if synced > 0 {
 		// Only a synced record may be named by the database's sequence:
 		// the checkpoint and the checks at open rely on the log holding
 		// everything up to it.
-		groups = append(groups, []op{seqOp(j.seq)})
+		groups = append(groups, []op{seqOp(synced)})
 	}
 	err := s.write(groups)
 	w.applyTime += time.Since(t0)
 	if err == nil {
-		w.unlisted += j.bytes
+		w.unlisted += bytes
 		if w.unlisted >= memTableSize/4 {
 			err = s.refreshDB()
 		}
 	}
 	w.mu.Lock()
-	if err == nil && j.sync {
-		w.metaSeq = j.seq
+	if err == nil && synced > 0 {
+		w.metaSeq = synced
 	}
 	w.mu.Unlock()
 	if err != nil {
-		err = s.writeFailed(fmt.Errorf("apply log record %d to the database: %w", j.seq, err))
+		err = s.writeFailed(fmt.Errorf("apply log records %d to %d to the database: %w", js[0].seq, js[len(js)-1].seq, err))
 		w.mu.Lock()
 		w.applyErr = err
 		w.mu.Unlock()

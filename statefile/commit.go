@@ -173,32 +173,46 @@ func (s *Store) writeBatch(batch []*commitReq) error {
 	}
 	groups := make([][]op, 0, len(batch)+1)
 	sync := false
-	var payload []byte
+	n := 0
 	for _, r := range batch {
 		groups = append(groups, r.ops)
-		payload = appendOps(payload, r.ops)
+		n += opsSize(r.ops)
 		sync = sync || r.sync
 	}
-	if err := checkSpace(s.dir, filepath.Join(s.dir, dbName), w.lsmBytes.Load(), len(payload)); err != nil {
+	if err := checkSpace(s.dir, filepath.Join(s.dir, dbName), w.lsmBytes.Load(), n); err != nil {
 		w.fail(err)
 		return err
 	}
 	seq := w.lastSeq + 1
-	if !w.wal.fits(len(payload)) {
-		if err := s.rotate(seq, len(payload)); err != nil {
+	if !w.wal.fits(n) {
+		if err := s.rotate(seq, n); err != nil {
 			return s.writeFailed(err)
 		}
 	}
 	t0 := time.Now()
-	if err := w.wal.append(seq, payload, sync); err != nil {
+	// The ops are encoded straight into the record (no payload copy).
+	err := w.wal.write(seq, groups, n)
+	if err == nil && sync {
+		err = w.wal.sync()
+	}
+	if err != nil {
 		return s.writeFailed(err)
 	}
 	w.logTime += time.Since(t0)
 	w.lastSeq = seq
+	if w.wal.wantsSpare() {
+		// Only with room to spare beyond what Badger may need (space.go):
+		// the next segment's blocks must never be the ones Badger's mmapped
+		// files were counted on. Without it, the rotation makes the segment
+		// itself and meets the full disk there.
+		if free, err := freeBytes(s.dir); err == nil && free >= spaceMargin(w.lsmBytes.Load(), 0)+2*w.wal.segSize {
+			w.wal.prepareSpare()
+		}
+	}
 	if s.opts.afterLogWrite != nil {
 		s.opts.afterLogWrite(seq)
 	}
-	s.enqueueApply(applyJob{seq: seq, groups: groups, sync: sync, bytes: len(payload)})
+	s.enqueueApply(applyJob{seq: seq, groups: groups, sync: sync, bytes: n})
 	return nil
 }
 

@@ -227,7 +227,7 @@ func readStateFile(stateDir, path string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	b, err := io.ReadAll(f)
+	b, err := readWhole(f)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}

@@ -11,7 +11,7 @@ import (
 // every component is self-delimiting (see appendName) and a prefix of
 // components is a prefix scan:
 //
-//	m schema                          -> "2" (record.SchemaVersion)
+//	m schema                          -> "3" (record.SchemaVersion)
 //	i <wf> <key>                      -> Instance
 //	a <wf> <key> <activity>           -> Activity
 //	T <wf> <key> <activity>           -> "" (the activity has a pending timer)

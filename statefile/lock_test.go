@@ -161,8 +161,8 @@ func TestSchemaMismatch(t *testing.T) {
 		stored string
 		want   string
 	}{
-		{"3", "state in DIR uses schema 3; this wf supports 2: upgrade wf"},
-		{"0", "state in DIR uses schema 0; this wf supports 2: the state is too old"},
+		{"4", "state in DIR uses schema 4; this wf supports 3: upgrade wf"},
+		{"0", "state in DIR uses schema 0; this wf supports 3: the state is too old"},
 		{"x", `schema version "x" is not a number: not a wf state directory`},
 	}
 	for _, tt := range tests {

@@ -1,8 +1,11 @@
 package statefile
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -36,7 +39,8 @@ func legacyState(t *testing.T, crashed, withID bool) string {
 		case string:
 			b = []byte(v)
 		default:
-			if b, err = record.Encode(v); err != nil {
+			// The previous wf wrote every record as JSON.
+			if b, err = json.Marshal(v); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -125,5 +129,73 @@ func TestLegacyStateMigrates(t *testing.T) {
 			}
 			closeT(t, s)
 		})
+	}
+}
+
+// TestSchema2JSONActivitiesRead: a schema-2 state (activities stored as
+// JSON, as the wf before binary activities wrote them) opens, reads the
+// same records, is marked schema 3, and an activity rewritten since reads
+// back too.
+func TestSchema2JSONActivitiesRead(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), ".wf")
+	s := openT(t, dir)
+	old := act("w", "k", "charge", true)
+	js, err := json.Marshal(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitT(t, s, record.Mutation{Instance: inst("w", "k")}, record.Mutation{Activity: act("w", "k", "ship", false)})
+	// Behind the log's back, once the commit is applied: what the older wf
+	// left in the database.
+	if err := s.w.waitApplied(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.Update(func(txn *badger.Txn) error {
+		if err := txn.Set(keySchema, []byte("2")); err != nil {
+			return err
+		}
+		if err := txn.Set(timerKey("w", "k", "charge"), []byte{}); err != nil {
+			return err
+		}
+		return txn.Set(activityKey("w", "k", "charge"), js)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	closeT(t, s)
+
+	s = openT(t, dir)
+	acts, err := s.Activities("w", "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want record.Activity
+	if err := json.Unmarshal(js, &want); err != nil {
+		t.Fatal(err)
+	}
+	if got := acts["charge"]; got == nil || !reflect.DeepEqual(*got, want) {
+		t.Fatalf("JSON activity read back as %+v, want %+v", got, want)
+	}
+	if timers, err := s.PendingTimers(); err != nil || len(timers) != 1 {
+		t.Fatalf("PendingTimers: %d, %v", len(timers), err)
+	}
+	schema, _, err := func() ([]byte, bool, error) {
+		snap := s.snapshot()
+		defer snap.discard()
+		return snap.get(keySchema)
+	}()
+	if err != nil || string(schema) != fmt.Sprint(record.SchemaVersion) {
+		t.Fatalf("schema after open: %q, %v; want %d", schema, err, record.SchemaVersion)
+	}
+	want.Attempts++
+	commitT(t, s, record.Mutation{Activity: &want})
+	closeT(t, s)
+	s = openT(t, dir)
+	defer closeT(t, s)
+	acts, err = s.Activities("w", "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := acts["charge"]; got == nil || !reflect.DeepEqual(*got, want) {
+		t.Fatalf("rewritten activity read back as %+v, want %+v", got, want)
 	}
 }

@@ -28,6 +28,78 @@ type walWriter struct {
 	// checkpoint still needs, the active one last.
 	segs []uint64
 	buf  []byte
+	// spare is the next segment, being preallocated in the background
+	// once the active one is half full (nil: not started): a rotation
+	// then only writes a header and renames, instead of writing 4 MiB of
+	// zeros while every committer waits.
+	spare chan spareSegment
+}
+
+// spareSegment is a preallocated, synced file of size bytes under
+// wal/spare.tmp (a name every writer's Open removes as a leftover), or
+// the error that preparing it met.
+type spareSegment struct {
+	f    *os.File
+	size int64
+	err  error
+}
+
+const spareName = "spare.tmp"
+
+// prepareSpare starts preallocating the next segment, if it has not
+// started yet.
+func (w *walWriter) prepareSpare() {
+	if w.spare != nil {
+		return
+	}
+	ch := make(chan spareSegment, 1)
+	w.spare = ch
+	size := w.segSize
+	go func() {
+		f, err := w.newSpare(size)
+		ch <- spareSegment{f: f, size: size, err: err}
+	}()
+}
+
+func (w *walWriter) newSpare(size int64) (*os.File, error) {
+	path := filepath.Join(w.dir, spareName)
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	f, err := openNoFollow(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := preallocate(f, size); err != nil {
+		f.Close()
+		os.Remove(path)
+		return nil, err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		os.Remove(path)
+		return nil, err
+	}
+	return f, nil
+}
+
+// takeSpare waits for the spare segment and returns it if it is ready
+// and size bytes; otherwise it removes it and returns nil (create then
+// makes a segment itself, and meets any error, a full disk say, there).
+func (w *walWriter) takeSpare(size int64) *os.File {
+	if w.spare == nil {
+		return nil
+	}
+	sp := <-w.spare
+	w.spare = nil
+	if sp.err == nil && sp.size == size {
+		return sp.f
+	}
+	if sp.f != nil {
+		sp.f.Close()
+		os.Remove(filepath.Join(w.dir, spareName))
+	}
+	return nil
 }
 
 // defaultSegmentSize is the preallocated size of a log segment: small
@@ -47,6 +119,9 @@ func (w *walWriter) fits(n int) bool { return w.f != nil && w.off+recordSpan(n) 
 func (w *walWriter) create(first uint64, n int) error {
 	size := max(w.segSize, segHeaderSize+recordSpan(n))
 	name := filepath.Join(w.dir, segmentName(first))
+	if f := w.takeSpare(size); f != nil {
+		return w.install(f, filepath.Join(w.dir, spareName), name, first, size)
+	}
 	tmp := name + ".tmp"
 	f, err := openNoFollow(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, fs.ErrExist) {
@@ -69,6 +144,20 @@ func (w *walWriter) create(first uint64, n int) error {
 	if err := preallocate(f, size); err != nil {
 		return fmt.Errorf("preallocate log segment %s (%d bytes): %w", filepath.Base(name), size, err)
 	}
+	ok = true
+	return w.install(f, tmp, name, first, size)
+}
+
+// install writes the header of a preallocated segment file at tmp, syncs
+// it, renames it to name and makes it the active segment. On error the
+// file is removed.
+func (w *walWriter) install(f *os.File, tmp, name string, first uint64, size int64) (err error) {
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
 	if _, err := f.WriteAt(encodeSegHeader(segHeader{identity: w.identity, first: first, size: uint64(size)}), 0); err != nil {
 		return fmt.Errorf("write log segment header: %w", err)
 	}
@@ -84,7 +173,6 @@ func (w *walWriter) create(first uint64, n int) error {
 	if err := syncDir(w.dir); err != nil {
 		return err
 	}
-	ok = true
 	if w.f != nil {
 		w.f.Close()
 	}
@@ -124,37 +212,43 @@ func (w *walWriter) resume(path string, h segHeader, off int64, segs []uint64) e
 	return nil
 }
 
-// append writes one record at the end of the active segment (which must
-// have room: see fits), with one pwrite, and syncs it when sync is set.
-func (w *walWriter) append(seq uint64, payload []byte, sync bool) error {
-	n := recOverhead + len(payload)
-	if cap(w.buf) < n {
-		w.buf = make([]byte, n)
+// write encodes the ops of groups (n bytes of payload: opsSize) as the
+// record seq straight into the write buffer and writes it at the end of
+// the active segment (which must have room: see fits), with one pwrite.
+// It does not sync.
+func (w *walWriter) write(seq uint64, groups [][]op, n int) error {
+	size := recOverhead + n
+	if cap(w.buf) < size {
+		w.buf = make([]byte, 0, size)
 	}
-	rec := appendRecord(w.buf[:0], seq, payload)
+	rec := appendRecordOps(w.buf[:0], seq, groups, n)
 	if _, err := w.f.WriteAt(rec, w.off); err != nil {
 		return fmt.Errorf("write log record %d: %w", seq, err)
 	}
-	w.off += alignUp(int64(n))
-	if sync {
-		return w.sync()
-	}
+	w.off += alignUp(int64(size))
 	return nil
 }
+
+// wantsSpare reports whether the next segment should be prepared now: the
+// active one is half full and none is being prepared.
+func (w *walWriter) wantsSpare() bool { return w.spare == nil && w.f != nil && w.off > w.size/2 }
 
 func (w *walWriter) sync() error {
 	if w.f == nil {
 		return nil
 	}
+	if err := fdatasync(int(w.f.Fd())); err != nil {
+		return fmt.Errorf("sync log segment %s: %w", segmentName(w.first), err)
+	}
+	return nil
+}
+
+func fdatasync(fd int) error {
 	for {
-		err := syscall.Fdatasync(int(w.f.Fd()))
-		if errors.Is(err, syscall.EINTR) {
-			continue
+		err := syscall.Fdatasync(fd)
+		if !errors.Is(err, syscall.EINTR) {
+			return err
 		}
-		if err != nil {
-			return fmt.Errorf("sync log segment %s: %w", segmentName(w.first), err)
-		}
-		return nil
 	}
 }
 
@@ -185,6 +279,14 @@ func (w *walWriter) removeThrough(flushed uint64) error {
 }
 
 func (w *walWriter) close() error {
+	if w.spare != nil {
+		// Not needed any more: the next writer would remove it anyway.
+		if sp := <-w.spare; sp.f != nil {
+			sp.f.Close()
+			os.Remove(filepath.Join(w.dir, spareName))
+		}
+		w.spare = nil
+	}
 	if w.f == nil {
 		return nil
 	}

@@ -116,6 +116,22 @@ func appendRecord(b []byte, seq uint64, payload []byte) []byte {
 	return binary.BigEndian.AppendUint32(b, crc32c(b[start:]))
 }
 
+// appendRecordOps is appendRecord of the payload appendOps would make of
+// every group in turn (n bytes: the sum of their opsSize), encoded in
+// place.
+func appendRecordOps(b []byte, seq uint64, groups [][]op, n int) []byte {
+	start := len(b)
+	b = binary.BigEndian.AppendUint32(b, recMagic)
+	b = binary.BigEndian.AppendUint32(b, uint32(n))
+	b = binary.BigEndian.AppendUint64(b, seq)
+	b = binary.BigEndian.AppendUint32(b, 0)
+	b = binary.BigEndian.AppendUint32(b, crc32c(b[start:start+20]))
+	for _, g := range groups {
+		b = appendOps(b, g)
+	}
+	return binary.BigEndian.AppendUint32(b, crc32c(b[start:]))
+}
+
 // recordSpan is the space a record of payload length n takes in a
 // segment, padding to the next sector included.
 func recordSpan(n int) int64 { return alignUp(int64(recOverhead + n)) }
@@ -280,6 +296,27 @@ func appendOps(b []byte, ops []op) []byte {
 		}
 	}
 	return b
+}
+
+// opsSize is the length of appendOps(nil, ops).
+func opsSize(ops []op) int {
+	n := 0
+	for _, o := range ops {
+		n += 1 + uvarintLen(len(o.key)) + len(o.key)
+		if o.kind == opSet {
+			n += uvarintLen(len(o.val)) + len(o.val)
+		}
+	}
+	return n
+}
+
+func uvarintLen(n int) int {
+	l := 1
+	for n >= 0x80 {
+		n >>= 7
+		l++
+	}
+	return l
 }
 
 // decodeOps decodes a payload. The ops alias payload.

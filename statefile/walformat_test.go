@@ -218,3 +218,25 @@ func TestCheckpointSlots(t *testing.T) {
 		t.Error("an all-zero checkpoint accepted")
 	}
 }
+
+// TestRecordOpsEncodedInPlace: the leader encodes a batch's ops straight
+// into the record; the bytes are those of appendOps then appendRecord.
+func TestRecordOpsEncodedInPlace(t *testing.T) {
+	groups := [][]op{
+		{{kind: opSet, key: []byte("a"), val: []byte("1")}, {kind: opDelete, key: []byte("b")}},
+		{},
+		{{kind: opDeletePrefix, key: []byte("c/")}, {kind: opSet, key: bytes.Repeat([]byte("k"), 200), val: bytes.Repeat([]byte("v"), 70000)}},
+	}
+	var payload []byte
+	n := 0
+	for _, g := range groups {
+		payload = appendOps(payload, g)
+		n += opsSize(g)
+	}
+	if n != len(payload) {
+		t.Fatalf("opsSize says %d bytes, appendOps wrote %d", n, len(payload))
+	}
+	if got, want := appendRecordOps([]byte("prefix"), 7, groups, n), append([]byte("prefix"), encodeRecord(7, payload)...); !bytes.Equal(got, want) {
+		t.Fatal("appendRecordOps differs from appendRecord of appendOps")
+	}
+}

@@ -8,7 +8,8 @@ import (
 	"io"
 )
 
-// Encode validates a record and returns its stored form (JSON). v is an
+// Encode validates a record and returns its stored form: JSON, except for
+// an Activity (binary.go). v is an
 // Instance, Activity, Attempt or Budget, by value or by pointer. Invalid
 // records are refused here so that nothing the decoders would reject can
 // ever reach the store.
@@ -63,7 +64,27 @@ func Encode(v any) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode: %w", err)
 	}
-	b, err := json.Marshal(v)
+	var b []byte
+	switch r := v.(type) {
+	case *Activity:
+		b, err = appendActivityBinary(make([]byte, 0, 320), r)
+	case Activity:
+		b, err = appendActivityBinary(make([]byte, 0, 320), &r)
+	case *Attempt:
+		b, err = appendAttempt(make([]byte, 0, 512), r)
+	case Attempt:
+		b, err = appendAttempt(make([]byte, 0, 512), &r)
+	case *Instance:
+		b, err = appendInstance(make([]byte, 0, 160), r)
+	case Instance:
+		b, err = appendInstance(make([]byte, 0, 160), &r)
+	case *Spawn:
+		b, err = appendSpawn(make([]byte, 0, 256), r)
+	case Spawn:
+		b, err = appendSpawn(make([]byte, 0, 256), &r)
+	default:
+		b, err = json.Marshal(v)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("encode %T: %w", v, err)
 	}
@@ -85,7 +106,11 @@ func DecodeInstance(b []byte) (*Instance, error) {
 // DecodeActivity decodes and validates a stored Activity.
 func DecodeActivity(b []byte) (*Activity, error) {
 	var r Activity
-	if err := decodeActivity(b, &r); err != nil {
+	decode := decodeActivity
+	if len(b) > 0 && b[0] == activityBinaryV1 {
+		decode = decodeActivityBinary
+	}
+	if err := decode(b, &r); err != nil {
 		return nil, fmt.Errorf("decode activity: %w", err)
 	}
 	if err := validateActivity(&r); err != nil {

@@ -101,6 +101,22 @@ type fields struct {
 	done  bool
 	seen  [24][]byte
 	nseen int
+	// prints has a bit set for each name's fingerprint.
+	prints uint64
+}
+
+func firstByte(b []byte) byte {
+	if len(b) == 0 {
+		return 0
+	}
+	return b[0]
+}
+
+func lastByte(b []byte) byte {
+	if len(b) == 0 {
+		return 0
+	}
+	return b[len(b)-1]
 }
 
 func (f *fields) init(d *decoder) {
@@ -131,12 +147,18 @@ func (f *fields) next() bool {
 		f.err = err
 		return false
 	}
-	for _, s := range f.seen[:f.nseen] {
-		if bytes.Equal(s, raw) {
-			f.err = d.errorf("duplicate field %q", raw)
-			return false
+	// A cheap fingerprint of each name seen so far: only a name whose
+	// fingerprint was seen before is compared with the others.
+	bit := uint64(1) << ((uint(len(raw))*7 + uint(firstByte(raw))*3 + uint(lastByte(raw))) & 63)
+	if f.prints&bit != 0 {
+		for _, s := range f.seen[:f.nseen] {
+			if bytes.Equal(s, raw) {
+				f.err = d.errorf("duplicate field %q", raw)
+				return false
+			}
 		}
 	}
+	f.prints |= bit
 	if f.nseen == len(f.seen) {
 		f.err = d.errorf("too many fields")
 		return false
@@ -203,6 +225,7 @@ func (d *decoder) strBytes() ([]byte, error) {
 		return nil, err
 	}
 	start := d.i
+	ascii := true
 	// Fast path: no escapes.
 	for d.i < len(d.b) {
 		c := d.b[d.i]
@@ -210,10 +233,14 @@ func (d *decoder) strBytes() ([]byte, error) {
 		case c == '"':
 			s := d.b[start:d.i]
 			d.i++
-			if !utf8.Valid(s) {
+			// Names, keys and times are ASCII: only other strings need
+			// the UTF-8 check.
+			if !ascii && !utf8.Valid(s) {
 				return nil, d.errorf("invalid UTF-8 in string")
 			}
 			return s, nil
+		case c >= utf8.RuneSelf:
+			ascii = false
 		case c == '\\':
 			return d.strSlow(start)
 		case c < 0x20:
@@ -402,7 +429,7 @@ func (d *decoder) timeField(p *time.Time) error {
 	}
 	d.ws()
 	start := d.i
-	if _, err := d.str(); err != nil {
+	if _, err := d.strBytes(); err != nil {
 		return err
 	}
 	if err := p.UnmarshalJSON(d.b[start:d.i]); err != nil {
@@ -486,38 +513,56 @@ func (d *decoder) number() error {
 
 // intern returns the constant for a known enum value so that decoding
 // statuses, outcomes and kinds does not allocate.
-func intern(b []byte) string {
+// known returns the constant equal to b, if b is one of the few values
+// most records hold, and ok false otherwise.
+func known(b []byte) (string, bool) {
 	switch string(b) {
 	case "":
-		return ""
+		return "", true
 	case string(StatusPending):
-		return string(StatusPending)
+		return string(StatusPending), true
 	case string(StatusRunning):
-		return string(StatusRunning)
+		return string(StatusRunning), true
 	case string(StatusWaiting):
-		return string(StatusWaiting)
+		return string(StatusWaiting), true
 	case string(StatusSucceeded):
-		return string(StatusSucceeded)
+		return string(StatusSucceeded), true
 	case string(StatusFailed):
-		return string(StatusFailed)
+		return string(StatusFailed), true
 	case string(StatusSkipped):
-		return string(StatusSkipped)
+		return string(StatusSkipped), true
 	case string(OutcomeInterrupted):
-		return string(OutcomeInterrupted)
+		return string(OutcomeInterrupted), true
 	case string(TimerRetry):
-		return string(TimerRetry)
+		return string(TimerRetry), true
 	case string(TimerBudget):
-		return string(TimerBudget)
+		return string(TimerBudget), true
 	case string(TimerSleep):
-		return string(TimerSleep)
+		return string(TimerSleep), true
 	case "policy":
-		return "policy"
+		return "policy", true
 	case "server":
-		return "server"
+		return "server", true
 	case "manual":
-		return "manual"
+		return "manual", true
+	}
+	return "", false
+}
+
+// intern returns b as a string, a constant for the common values.
+func intern(b []byte) string {
+	if s, ok := known(b); ok {
+		return s
 	}
 	return string(b)
+}
+
+// internSub is intern for a b that sub already holds as a string.
+func internSub(b []byte, sub string) string {
+	if s, ok := known(b); ok {
+		return s
+	}
+	return sub
 }
 
 func (d *decoder) errorObj(p **Error) error {

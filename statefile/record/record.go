@@ -9,10 +9,13 @@ import (
 )
 
 // SchemaVersion is the version of the on-disk layout. 1: Badger only; 2:
-// a checksummed write-ahead log and checkpoint in front of Badger. A
-// writer migrates a schema-1 state on its first open; any other version is
-// refused with a clear error.
-const SchemaVersion = 2
+// a checksummed write-ahead log and checkpoint in front of Badger; 3:
+// activities in a binary form (binary.go; JSON ones still read). A writer
+// migrates a schema-1 state on its first open and marks a schema-2 one 3
+// (its records stay as they are until rewritten); a newer version is
+// refused with a clear error, so an older wf never reads a binary
+// activity as damage.
+const SchemaVersion = 3
 
 // Status is an activity's status within its current generation.
 type Status string

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strconv"
 
 	"github.com/wf-engine/wf/statefile/record"
 )
@@ -16,8 +17,11 @@ type CheckReport struct {
 	Exists bool
 	// Schema is 2 for a state with a log, 1 for one written by a wf from
 	// before the log (the next wf apply migrates it), 0 for none yet.
-	Schema   int
-	Identity string
+	Schema int
+	// RecordSchema is the version of the records' encoding the state was
+	// last written with (record.SchemaVersion then; 0: none yet).
+	RecordSchema int
+	Identity     string
 	// Checkpoint is the sequence up to which the database's tables hold
 	// the log; LogLast the last sequence in the log.
 	Checkpoint, LogLast uint64
@@ -118,7 +122,14 @@ func checkRecord(k, v []byte, r *CheckReport) error {
 	switch k[0] {
 	case tableMeta:
 		switch string(k) {
-		case string(keySchema), string(keyID), string(keySeq):
+		case string(keySchema):
+			n, err := strconv.Atoi(string(v))
+			if err != nil {
+				return fmt.Errorf("schema %q: %w", v, err)
+			}
+			r.RecordSchema = n
+			return nil
+		case string(keyID), string(keySeq):
 			return nil
 		}
 		return errors.New("unknown meta key")

@@ -394,9 +394,9 @@ func writeCheckReport(w io.Writer, r *statefile.CheckReport, verbose bool) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	switch r.Schema {
 	case 2:
-		fmt.Fprintf(tw, "  schema\t2 (log, checkpoint, database)\n")
+		fmt.Fprintf(tw, "  schema\t2 (log, checkpoint, database)%s\n", recordSchema(r))
 	case 1:
-		fmt.Fprintf(tw, "  schema\t1 (database only, from an older wf; the next wf apply adds the log)\n")
+		fmt.Fprintf(tw, "  schema\t1 (database only, from an older wf; the next wf apply adds the log)%s\n", recordSchema(r))
 	default:
 		fmt.Fprintf(tw, "  schema\tnone yet (nothing was ever committed)\n")
 	}
@@ -424,4 +424,13 @@ func writeCheckReport(w io.Writer, r *statefile.CheckReport, verbose bool) {
 		fmt.Fprintf(tw, "  note\t%d %s left by a crash (memtable logs, unlisted tables, covered log segments); the next wf apply removes them\n", r.Residue, plural(r.Residue, "file", "files"))
 	}
 	_ = tw.Flush()
+}
+
+// recordSchema says which encoding of the records the state holds (the
+// layout above and the records' encoding have versions of their own).
+func recordSchema(r *statefile.CheckReport) string {
+	if r.RecordSchema == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", records schema %d", r.RecordSchema)
 }

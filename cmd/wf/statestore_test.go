@@ -280,6 +280,21 @@ func TestReadOnlyCommandsChangeNothing(t *testing.T) {
 	}
 }
 
+// TestStateCheckHealthy: wf state check on a state an apply left says it
+// is healthy, with the layout's and the records' schema and what it holds.
+func TestStateCheckHealthy(t *testing.T) {
+	dir := durSetup(t, strings.Replace(matrixHCL, `workflow "batch"`, `workflow "batch_off"`, 1))
+	if o := runStateWF(t, nil, "apply", "-auto-approve", "-workflow", "order", dir); o.code != 0 {
+		t.Fatalf("apply: %d\n%s", o.code, o.stderr)
+	}
+	o := runStateWF(t, nil, "state", "check", dir)
+	for _, want := range []string{"is healthy", "2 (log, checkpoint, database), records schema 3", "1 instance", "all decoded"} {
+		if o.code != 0 || !strings.Contains(o.stdout, want) {
+			t.Errorf("exit %d, want %q in:\n%s%s", o.code, want, o.stdout, o.stderr)
+		}
+	}
+}
+
 // TestTruncatedManifestIsAnError is the hostile tester's first report:
 // truncate -s 14 db/MANIFEST made wf state list print nothing, delete the
 // tables, and the next plan want to run everything again.

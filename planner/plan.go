@@ -230,22 +230,49 @@ func parseReplace(addrs []string, wfs []*config.Workflow) (replaceSet, hcl.Diagn
 			})
 			continue
 		}
-		matched := false
+		var matches []string
 		for _, wf := range wfs {
 			if (wfName == "" || wf.Name == wfName) && wf.Activity(name) != nil {
-				set[replaceKey(wf.Name, name)] = true
-				matched = true
+				matches = append(matches, wf.Name)
 			}
 		}
-		if !matched {
-			diags = append(diags, &hcl.Diagnostic{
-				Severity: hcl.DiagError,
-				Summary:  "Replace address matches no activity",
-				Detail:   fmt.Sprintf("-replace=%s does not name an activity of the planned workflows.", addr),
-			})
+		if d := checkReplaceMatches(addr, name, matches); d != nil {
+			diags = append(diags, d)
+			continue
 		}
+		set[replaceKey(matches[0], name)] = true
 	}
 	return set, diags
+}
+
+// checkReplaceMatches says what is wrong with a -replace address that
+// matched the activity name in the workflows named by matches: nothing
+// (nil) when it is exactly one; an error when it is none, or when a short
+// address (activity.NAME) names an activity of several workflows, listing
+// the full addresses to choose from, so that one -replace never re-runs
+// two activities by surprise. Every form of -replace address goes through
+// it.
+func checkReplaceMatches(addr, name string, matches []string) *hcl.Diagnostic {
+	switch len(matches) {
+	case 1:
+		return nil
+	case 0:
+		return &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Replace address matches no activity",
+			Detail:   fmt.Sprintf("-replace=%s does not name an activity of the planned workflows.", addr),
+		}
+	}
+	full := make([]string, len(matches))
+	for i, wf := range matches {
+		full[i] = "-replace=" + wf + ".activity." + name
+	}
+	return &hcl.Diagnostic{
+		Severity: hcl.DiagError,
+		Summary:  "Ambiguous replace address",
+		Detail: fmt.Sprintf("-replace=%s names an activity of %d workflows; say which with its full address: %s.",
+			addr, len(matches), strings.Join(full, " or ")),
+	}
 }
 
 func planInstance(wf *config.Workflow, st StateReader, now time.Time, replace replaceSet, resolve resolveFunc) (*InstancePlan, hcl.Diagnostics) {

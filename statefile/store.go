@@ -306,4 +306,3 @@ func (s *Store) snapshot() *snapshot {
 	}
 	return snap
 }
-

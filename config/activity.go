@@ -23,6 +23,7 @@ var workflowSchema = &hcl.BodySchema{
 var activitySchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "timeout"},
+		{Name: "heartbeat_timeout"},
 		{Name: "retry"},
 		{Name: "depends_on"},
 		{Name: "task_queue"},
@@ -250,6 +251,7 @@ func (l *loader) loadActivity(w *Workflow, b *hcl.Block, names map[string]bool, 
 		}
 	}
 
+	l.loadHeartbeat(a, content.Attributes["heartbeat_timeout"])
 	l.loadRules(a, content.Attributes["retry"], retryBlocks)
 
 	if kr != nil {

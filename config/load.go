@@ -128,6 +128,9 @@ type loader struct {
 	localVals map[string]cty.Value
 	policies  map[string]*namedPolicy
 	budgets   map[string]*Budget
+	// breakers and parentAttrs: see gates.go.
+	breakers    map[string]*Breaker
+	parentAttrs map[string]*hcl.Attribute
 }
 
 var fileSchema = &hcl.BodySchema{
@@ -136,6 +139,7 @@ var fileSchema = &hcl.BodySchema{
 		{Type: "locals"},
 		{Type: "retry_budget", LabelNames: []string{"name"}},
 		{Type: "retry_policy", LabelNames: []string{"name"}},
+		{Type: "circuit_breaker", LabelNames: []string{"name"}},
 		{Type: "workflow", LabelNames: []string{"name"}},
 	},
 }
@@ -201,6 +205,8 @@ func (l *loader) load() *Config {
 	l.loadVariables(byType["variable"])
 	l.loadLocals(byType["locals"])
 	l.loadBudgets(byType["retry_budget"])
+	l.resolveBudgetParents()
+	l.loadBreakers(byType["circuit_breaker"])
 	l.loadPolicies(byType["retry_policy"])
 	workflows := l.loadWorkflows(byType["workflow"])
 
@@ -211,6 +217,7 @@ func (l *loader) load() *Config {
 		Locals:    l.localVals,
 		Policies:  make(map[string]*Policy, len(l.policies)),
 		Budgets:   l.budgets,
+		Breakers:  l.breakers,
 		Workflows: workflows,
 	}
 	for name, p := range l.policies {

@@ -36,6 +36,8 @@ type Config struct {
 	Locals    map[string]cty.Value
 	Policies  map[string]*Policy
 	Budgets   map[string]*Budget
+	// Breakers are the circuit_breaker blocks by name (gates.go).
+	Breakers map[string]*Breaker
 	// Workflows in file then declaration order.
 	Workflows []*Workflow
 	// Hash identifies the configuration's content and variable values; a
@@ -87,6 +89,10 @@ type Activity struct {
 	Kind     Kind
 	// Timeout bounds one attempt (start-to-close); 0 means none.
 	Timeout time.Duration
+	// HeartbeatTimeout is the longest an exec attempt may go without
+	// writing to $WF_HEARTBEAT_FILE before it is killed (SPEC §11); 0
+	// means it need not heartbeat.
+	HeartbeatTimeout time.Duration
 	// TaskQueue routes the activity's attempts to the Temporal workers of
 	// that queue (SPEC §12); "" is the run's queue. The local engine
 	// ignores it.

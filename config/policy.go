@@ -28,6 +28,7 @@ var budgetSchema = &hcl.BodySchema{
 		{Name: "max_retries", Required: true},
 		{Name: "window", Required: true},
 		{Name: "on_exhausted"},
+		{Name: "parent"},
 	},
 }
 
@@ -45,6 +46,8 @@ var policyAttrs = []hcl.AttributeSchema{
 	{Name: "honor_retry_after"},
 	{Name: "maximum_retry_after"},
 	{Name: "budget"},
+	{Name: "circuit_breaker"},
+	{Name: "on_open"},
 }
 
 var policySchema = &hcl.BodySchema{Attributes: policyAttrs}
@@ -81,6 +84,8 @@ type spec struct {
 	honor        *bool
 	maxRetryAft  *time.Duration
 	budget       *string
+	breaker      *string
+	onOpen       *string
 	// ranges holds the range of every attribute that was set.
 	ranges map[string]hcl.Range
 }
@@ -134,6 +139,12 @@ func (s spec) over(top spec) spec {
 	if top.budget != nil {
 		out.budget = top.budget
 	}
+	if top.breaker != nil {
+		out.breaker = top.breaker
+	}
+	if top.onOpen != nil {
+		out.onOpen = top.onOpen
+	}
 	return out
 }
 
@@ -167,6 +178,10 @@ func (l *loader) loadBudgets(blocks []*hcl.Block) {
 		// the error already keeps the configuration from being used.
 		l.budgets[name] = bud
 		for _, a := range sortedAttrs(content.Attributes) {
+			if a.Name == "parent" {
+				l.budgetParent(bud, a)
+				continue
+			}
 			v, vok := l.evalStatic(a.Expr, policyScope)
 			if !vok || v.IsNull() {
 				continue
@@ -260,6 +275,9 @@ func (l *loader) decodeSpec(attrs hcl.Attributes) (spec, bool) {
 			}
 			s.budget = &name
 			s.ranges[a.Name] = a.Expr.Range()
+			continue
+		case "circuit_breaker", "on_open":
+			ok = l.decodeGateAttr(a, &s) && ok
 			continue
 		case "retry_if":
 			if !l.checkRetryIf(a.Expr) {
@@ -531,7 +549,7 @@ func (l *loader) finalize(s spec, own map[string]hcl.Range, fallback *hcl.Range)
 	if s.budget != nil {
 		p.Budget = *s.budget
 	}
-	ok := true
+	ok := l.finalizeGates(s, own, &p)
 	if p.MaximumInterval < p.InitialInterval {
 		subject := fallback
 		for _, k := range []string{"maximum_interval", "initial_interval"} {

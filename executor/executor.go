@@ -6,12 +6,14 @@
 package executor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -50,6 +52,12 @@ type attemptReader interface {
 // state's random identity, from which idempotency keys are derived.
 type identified interface {
 	ID() string
+}
+
+// breakerReader is optionally implemented by a Store (statefile does): the
+// durable state of the circuit breakers.
+type breakerReader interface {
+	Breakers() (map[string]*record.Breaker, error)
 }
 
 // spawnStore is optionally implemented by a Store (statefile does): the
@@ -124,8 +132,20 @@ type Run struct {
 	workersQuit chan struct{}
 	stopOnce    sync.Once
 
+	// beats holds the latest heartbeat of each running attempt until the
+	// loop takes them (beatC says there are some); the watchers never
+	// wait for the loop.
+	beatMu sync.Mutex
+	beats  map[beatKey]core.Heartbeat
+	beatC  chan struct{}
+
 	outcome Outcome
 	err     error
+}
+
+type beatKey struct {
+	workflow, instance, activity string
+	number                       int
 }
 
 // attemptDone is a finished attempt as a worker hands it to the loop; err
@@ -198,6 +218,19 @@ func Start(ctx context.Context, opts Options) (*Run, error) {
 			}
 			copts.Budgets[name] = rb
 		}
+		if len(opts.Config.Breakers) > 0 {
+			copts.Breakers = map[string]retry.Breaker{}
+			for name, b := range opts.Config.Breakers {
+				copts.Breakers[name] = b.Breaker
+			}
+			if br, ok := opts.Store.(breakerReader); ok {
+				states, err := br.Breakers()
+				if err != nil {
+					return nil, fmt.Errorf("load circuit breakers: %w", err)
+				}
+				copts.BreakerState = states
+			}
+		}
 	}
 	ir, _ := opts.Store.(instanceReader)
 	for _, in := range opts.Instances {
@@ -249,6 +282,8 @@ func Start(ctx context.Context, opts Options) (*Run, error) {
 		cancelAttempts: cancel,
 		work:           make(chan core.Attempt),
 		workersQuit:    make(chan struct{}),
+		beats:          map[beatKey]core.Heartbeat{},
+		beatC:          make(chan struct{}, 1),
 	}
 	if ss != nil {
 		// Without a boot id a spawn cannot be told from a reused PID
@@ -486,6 +521,10 @@ func (r *Run) loop(ctx context.Context, first core.Ready) {
 			}
 		case d := <-r.results:
 			receive(d)
+		case <-r.beatC:
+			if hs := r.takeBeats(); len(hs) > 0 {
+				step(r.core.Heartbeats(r.clock.Now(), hs))
+			}
 		case <-timerC:
 			armed = time.Time{}
 			timerC = nil
@@ -548,23 +587,29 @@ func (r *Run) runAttempt(a core.Attempt) attemptDone {
 	if r.spawns != nil && a.Spec != nil && a.Spec.Exec != nil {
 		ctx = activity.WithSpawnHook(ctx, func(pid int) { spawnErr = r.recordSpawn(a, pid) })
 	}
+	if a.HeartbeatTimeout > 0 {
+		ctx = activity.WithHeartbeatHook(ctx, func(details string) { r.beat(a, details) })
+	}
 	res := r.opts.Runner.Run(ctx, activity.Request{
-		Workflow:       a.Workflow,
-		Instance:       a.Instance,
-		Activity:       a.Activity,
-		Attempt:        a.Number,
-		IdempotencyKey: a.IdempotencyKey,
-		Spec:           a.Spec,
-		Timeout:        a.Timeout,
+		Workflow:         a.Workflow,
+		Instance:         a.Instance,
+		Activity:         a.Activity,
+		Attempt:          a.Number,
+		IdempotencyKey:   a.IdempotencyKey,
+		Spec:             a.Spec,
+		Timeout:          a.Timeout,
+		HeartbeatTimeout: a.HeartbeatTimeout,
+		HeartbeatDetails: a.HeartbeatDetails,
 	})
 	out := core.Result{
-		Workflow: a.Workflow,
-		Instance: a.Instance,
-		Activity: a.Activity,
-		Number:   a.Number,
-		Start:    res.Start,
-		End:      res.End,
-		Outputs:  res.Outputs,
+		Workflow:         a.Workflow,
+		Instance:         a.Instance,
+		Activity:         a.Activity,
+		Number:           a.Number,
+		Start:            res.Start,
+		End:              res.End,
+		Outputs:          res.Outputs,
+		HeartbeatDetails: res.HeartbeatDetails,
 	}
 	if res.Failure != nil {
 		f := retry.Failure(*res.Failure)
@@ -574,4 +619,38 @@ func (r *Run) runAttempt(a core.Attempt) attemptDone {
 		out.Interrupted = f.Type == activity.TypeInterrupted && r.attemptCtx.Err() != nil
 	}
 	return attemptDone{res: out, err: spawnErr}
+}
+
+// beat hands a heartbeat of a running attempt to the loop: only the latest
+// of each attempt is kept, so a watcher never waits.
+func (r *Run) beat(a core.Attempt, details string) {
+	k := beatKey{a.Workflow, a.Instance, a.Activity, a.Number}
+	r.beatMu.Lock()
+	h := r.beats[k]
+	h.Workflow, h.Instance, h.Activity, h.Number = a.Workflow, a.Instance, a.Activity, a.Number
+	if details != "" || h.Details == "" {
+		h.Details = details
+	}
+	r.beats[k] = h
+	r.beatMu.Unlock()
+	select {
+	case r.beatC <- struct{}{}:
+	default:
+	}
+}
+
+// takeBeats returns the heartbeats waiting for the loop, in a stable order.
+func (r *Run) takeBeats() []core.Heartbeat {
+	r.beatMu.Lock()
+	defer r.beatMu.Unlock()
+	out := make([]core.Heartbeat, 0, len(r.beats))
+	for _, h := range r.beats {
+		out = append(out, h)
+	}
+	clear(r.beats)
+	slices.SortFunc(out, func(x, y core.Heartbeat) int {
+		return cmp.Or(strings.Compare(x.Workflow, y.Workflow), strings.Compare(x.Instance, y.Instance),
+			strings.Compare(x.Activity, y.Activity), x.Number-y.Number)
+	})
+	return out
 }

@@ -85,6 +85,9 @@ type ActivityPlan struct {
 	// Generation is the generation the apply runs: the stored one for
 	// resume and unchanged, the next one otherwise (a new idempotency key).
 	Generation int `json:"generation"`
+	// Breakers are the circuit breakers the activity is behind, as they
+	// are now (breakers.go).
+	Breakers []BreakerPlan `json:"breakers,omitempty"`
 }
 
 // InstancePlan is the plan for one workflow instance.
@@ -193,9 +196,12 @@ func build(cfg *config.Config, st StateReader, opts Options, resolve resolveFunc
 			p.Instances = append(p.Instances, *ip)
 		}
 	}
+	states, d := breakerStates(cfg, st, opts.Now)
+	diags = append(diags, d...)
 	if diags.HasErrors() {
 		return nil, diags
 	}
+	attachBreakers(p, cfg, states)
 	return p, diags
 }
 
@@ -435,6 +441,8 @@ func resumePoint(rec *record.Activity, now time.Time, optOut bool) (attempt int,
 			return t.Attempt, t.FireAt, "sleeping until " + t.FireAt.Format(time.RFC3339)
 		case t.Kind == record.TimerBudget:
 			return t.Attempt, t.FireAt, fmt.Sprintf("attempt %d waits for the retry budget, %s", t.Attempt, dueText(t.FireAt, now))
+		case t.Kind == record.TimerCircuit:
+			return t.Attempt, t.FireAt, fmt.Sprintf("attempt %d waits for its circuit breaker, %s", t.Attempt, dueText(t.FireAt, now))
 		case t.Source == sourceInterrupted:
 			return t.Attempt, t.FireAt, fmt.Sprintf("attempt %d %s (attempt %d was interrupted; it counts against no limit)", t.Attempt, dueText(t.FireAt, now), t.Attempt-1)
 		default:

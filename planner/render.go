@@ -79,6 +79,9 @@ func Render(w io.Writer, p *Plan, color bool) error {
 			for _, l := range retryLines(ap) {
 				fmt.Fprintf(bw, "      %s\n", l)
 			}
+			for _, bp := range ap.Breakers {
+				fmt.Fprintf(bw, "      %s\n", breakerLine(bp, p.Created))
+			}
 		}
 		fmt.Fprintln(bw)
 	}

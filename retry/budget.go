@@ -58,3 +58,51 @@ func (b Budget) Prune(stamps []time.Time, now time.Time) []time.Time {
 	}
 	return out
 }
+
+// Level is one budget of a chain with its grant stamps: a budget, then its
+// parent, and so on up to the root (SPEC §11, nested budgets).
+type Level struct {
+	Budget Budget
+	Stamps []time.Time
+}
+
+// ChainDecision is the answer of AllowChain.
+type ChainDecision struct {
+	OK bool
+	// Refused is the index of the level that decides a refusal: the first
+	// refusing level that fails (on_exhausted "fail", or a budget that
+	// never frees), else the refusing level that frees last. -1 when OK.
+	Refused int
+	// Fail is set when the refusal cannot be waited out.
+	Fail bool
+	// NextFree is when every refusing level has freed a token (not Fail).
+	NextFree time.Time
+}
+
+// AllowChain reports whether one more retry may take a token at now from
+// every level of a chain (a budget and its ancestors): it may only if
+// every level allows it. A refusal is decided by the refusing levels: it
+// fails when one of them says "fail" (or never frees), and otherwise waits
+// until the last of them frees a token.
+func AllowChain(levels []Level, now time.Time) ChainDecision {
+	d := ChainDecision{OK: true, Refused: -1}
+	for i, l := range levels {
+		ok, next := l.Budget.Allow(l.Stamps, now)
+		if ok {
+			continue
+		}
+		fails := l.Budget.OnExhausted == "fail" || next.IsZero()
+		switch {
+		case d.OK:
+			d = ChainDecision{Refused: i, Fail: fails, NextFree: next}
+		case fails && !d.Fail:
+			d.Refused, d.Fail = i, true
+		case !d.Fail && next.After(d.NextFree):
+			d.Refused, d.NextFree = i, next
+		}
+	}
+	if d.Fail {
+		d.NextFree = time.Time{}
+	}
+	return d
+}

@@ -62,6 +62,13 @@ type Policy struct {
 	MaximumRetryAfter time.Duration
 	// Budget names the retry_budget this policy draws from; "" for none.
 	Budget string
+	// CircuitBreaker names the circuit_breaker every attempt of the
+	// activity must pass; "" for none.
+	CircuitBreaker string
+	// OnOpen is what an attempt does while that breaker is open: "wait"
+	// (the default: it waits, durably, until the breaker lets it through)
+	// or "fail" (the activity fails with circuit_open).
+	OnOpen string
 }
 
 // Failure describes one failed attempt as the retry decision sees it.
@@ -96,6 +103,9 @@ type Budget struct {
 	MaxRetries  int
 	Window      time.Duration
 	OnExhausted string // "wait" | "fail"
+	// Parent names the budget this one draws from too ("" for none): a
+	// retry takes a token from the budget and every ancestor (SPEC §11).
+	Parent string
 }
 
 // Rand is the only source of randomness the package uses; *math/rand/v2.Rand

@@ -36,7 +36,7 @@ type CheckReport struct {
 	// does not list, log segments the checkpoint covers.
 	Residue int
 	// Records counts every record, each decoded and checked.
-	Instances, Activities, Timers, Attempts, Budgets, Spawns int
+	Instances, Activities, Timers, Attempts, Budgets, Spawns, Breakers int
 
 	withTimer int
 }
@@ -165,6 +165,13 @@ func checkRecord(k, v []byte, r *CheckReport) error {
 			err = mismatch("spawn", sp.Workflow+"/"+sp.Instance+"/"+sp.Activity, describeKey(k))
 		}
 		r.Spawns++
+		return err
+	case tableBreaker:
+		b, err := record.DecodeBreaker(v)
+		if err == nil && string(breakerKey(b.Name)) != string(k) {
+			err = mismatch("breaker", b.Name, describeKey(k))
+		}
+		r.Breakers++
 		return err
 	}
 	return errors.New("key of an unknown table")

@@ -337,7 +337,7 @@ func encodeMutations(muts []record.Mutation) ([]op, error) {
 
 func appendMutation(ops []op, m record.Mutation) ([]op, error) {
 	set := 0
-	for _, isSet := range []bool{m.Instance != nil, m.Activity != nil, m.Attempt != nil, m.Budget != nil, m.Spawn != nil, m.DeleteInstance != nil} {
+	for _, isSet := range []bool{m.Instance != nil, m.Activity != nil, m.Attempt != nil, m.Budget != nil, m.Spawn != nil, m.DeleteInstance != nil, m.Breaker != nil} {
 		if isSet {
 			set++
 		}
@@ -386,6 +386,12 @@ func appendMutation(ops []op, m record.Mutation) ([]op, error) {
 			return nil, err
 		}
 		return append(ops, op{kind: opSet, key: spawnKey(sp.Workflow, sp.Instance, sp.Activity), val: v}), nil
+	case m.Breaker != nil:
+		v, err := record.Encode(m.Breaker)
+		if err != nil {
+			return nil, err
+		}
+		return append(ops, op{kind: opSet, key: breakerKey(m.Breaker.Name), val: v}), nil
 	default:
 		return appendDeleteInstance(ops, m.DeleteInstance.Workflow, m.DeleteInstance.Key)
 	}

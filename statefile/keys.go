@@ -18,6 +18,7 @@ import (
 //	t <wf> <key> <activity> gen num   -> Attempt (gen, num: big-endian uint64)
 //	b <budget>                        -> Budget
 //	p <wf> <key> <activity>           -> Spawn (the process group of the last exec attempt)
+//	c <breaker>                       -> Breaker (a circuit breaker's state)
 //	m id                              -> the state's random identity (hex)
 //	m seq                             -> the last synced log sequence applied (big-endian uint64)
 //
@@ -31,6 +32,7 @@ const (
 	tableAttempt  = 't'
 	tableBudget   = 'b'
 	tableSpawn    = 'p'
+	tableBreaker  = 'c'
 )
 
 var (
@@ -125,6 +127,10 @@ func budgetKey(name string) []byte {
 	return appendName([]byte{tableBudget}, name)
 }
 
+func breakerKey(name string) []byte {
+	return appendName([]byte{tableBreaker}, name)
+}
+
 // parseActivityKey returns the components of an activity or timer key.
 func parseActivityKey(k []byte) (workflow, key, activity string, err error) {
 	if len(k) == 0 {
@@ -167,6 +173,8 @@ func describeKey(k []byte) string {
 		table, names = "attempt", 3
 	case tableBudget:
 		table, names = "budget", 1
+	case tableBreaker:
+		table, names = "breaker", 1
 	case tableSpawn:
 		table, names = "spawn", 3
 	default:

@@ -74,8 +74,9 @@ func TestRoundTripEveryRecord(t *testing.T) {
 	a1, a2 := act("order", "order-1001", "charge_card", true), act("order", "order-1001", "ship", false)
 	at := att("order", "order-1001", "charge_card", 1, 1)
 	b := &record.Budget{Name: "payment_api", Stamps: []time.Time{t0, t0.Add(time.Second)}}
+	br := &record.Breaker{Name: "payment_api", State: "open", Since: t0, HalfOpenAt: t0.Add(30 * time.Second), Epoch: 1}
 	commitT(t, s, record.Mutation{Instance: i}, record.Mutation{Activity: a1}, record.Mutation{Activity: a2},
-		record.Mutation{Attempt: at}, record.Mutation{Budget: b})
+		record.Mutation{Attempt: at}, record.Mutation{Budget: b}, record.Mutation{Breaker: br})
 	closeT(t, s)
 
 	s = openT(t, dir)
@@ -91,6 +92,7 @@ func TestRoundTripEveryRecord(t *testing.T) {
 			map[string]*record.Activity{"charge_card": a1, "ship": a2}},
 		{"attempts", func() (any, error) { return s.Attempts("order", "order-1001", "charge_card") }, []*record.Attempt{at}},
 		{"budgets", func() (any, error) { return s.Budgets() }, map[string]*record.Budget{"payment_api": b}},
+		{"breakers", func() (any, error) { return s.Breakers() }, map[string]*record.Breaker{"payment_api": br}},
 		{"timers", func() (any, error) { return s.PendingTimers() }, []*record.Activity{a1}},
 		{"absent instance", func() (any, error) { return s.Instance("order", "nope") }, (*record.Instance)(nil)},
 		{"no activities", func() (any, error) { return s.Activities("order", "nope") }, map[string]*record.Activity{}},

@@ -23,6 +23,7 @@ const (
 	stFailed
 	stSkipped
 	stUnchanged
+	stCircuitWait // waiting for its circuit breaker
 )
 
 // attemptRec is one attempt as seen in the events, for the history and
@@ -62,6 +63,8 @@ type row struct {
 	waitTotal  time.Duration // full length of the current wait, for the bar
 	waitSrc    string
 	budget     string
+	breaker    string    // the breaker a circuit wait waits for
+	lastBeat   time.Time // the running attempt's last heartbeat
 	err        *event.Error
 	reason     string
 	duration   time.Duration // activity_succeeded duration
@@ -150,8 +153,17 @@ func (m *Model) apply(ev *event.Event) {
 	if m.begin.IsZero() && !ev.Time.IsZero() {
 		m.begin = ev.Time
 	}
-	if ev.Budget != nil {
-		m.noteBudget(*ev.Budget)
+	// Every level of a nested budget has its gauge.
+	for u := ev.Budget; u != nil; u = u.Parent {
+		m.noteBudget(*u)
+	}
+	m.applyCircuit(ev)
+	if ev.Type == event.Heartbeat {
+		// Once a second per activity: not worth an event log line.
+		if r := m.rowFor(ev); r.attempt == ev.Attempt {
+			r.lastBeat = ev.Time
+		}
+		return
 	}
 	m.addLog(ev)
 	switch ev.Type {
@@ -229,10 +241,18 @@ func (m *Model) apply(ev *event.Event) {
 			a.wait, a.hasWait, a.waitSrc = r.waitTotal, true, ev.DelaySource
 		}
 		r.nextAttempt(ev.Attempt)
+	case event.CircuitWait:
+		r.st = stCircuitWait
+		r.breaker = ev.Breaker
+		r.nextAttempt(ev.Attempt)
 	case event.BudgetWait:
 		r.st = stBudgetWait
 		if ev.Budget != nil {
+			// A nested budget: the level that refused.
 			r.budget = ev.Budget.Name
+			if ex := ev.Budget.Exhausted(); ex != nil {
+				r.budget = ex.Name
+			}
 		}
 		r.setWait(ev.Time, ev.FireAt, ev.DelayMs)
 		if a := r.lastAttempt(ev.Attempt - 1); a != nil {
@@ -350,6 +370,7 @@ func (m *Model) applyPlan(ev *event.Event) {
 }
 
 func (m *Model) noteBudget(b event.BudgetUsage) {
+	b.Parent = nil // each level has its own gauge
 	if i, ok := m.budgetIdx[b.Name]; ok {
 		m.budgets[i] = b
 		return

@@ -27,6 +27,8 @@ func stateWords(st status) []string {
 		return []string{"waiting", "retry", "live"}
 	case stBudgetWait:
 		return []string{"waiting", "budget", "live"}
+	case stCircuitWait:
+		return []string{"waiting", "circuit", "breaker", "live"}
 	case stSleeping:
 		return []string{"waiting", "sleeping", "live"}
 	case stSucceeded:

@@ -93,7 +93,7 @@ func (m *Model) helpLines() [][2]string {
 	return append(lines,
 		[2]string{"?", "this help (esc closes it)"},
 		[2]string{"mouse", "the wheel scrolls, a click selects"},
-		[2]string{"states", "running waiting retry budget sleeping pending succeeded failed skipped unchanged; live = running or waiting, done = finished"},
+		[2]string{"states", "running waiting retry budget circuit sleeping pending succeeded failed skipped unchanged; live = running or waiting, done = finished"},
 		[2]string{"", "If a killed dashboard leaves the terminal odd (mouse, cursor), run reset."},
 	)
 }

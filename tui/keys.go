@@ -311,6 +311,10 @@ func (m *Model) fire() tea.Cmd {
 	if r == nil || ctl == nil {
 		return nil
 	}
+	if r.st == stCircuitWait {
+		// The breaker protects the downstream from every activity alike.
+		return m.flash(shortName(r.activity) + " waits for circuit " + r.breaker + ": it cannot be fired by hand")
+	}
 	if r.st != stRetryWait && r.st != stBudgetWait {
 		return m.flash(shortName(r.activity) + " has no pending retry")
 	}

@@ -158,6 +158,8 @@ func (m *Model) logParts(e *logEntry) (who string, texts []string, st lipgloss.S
 			st = s.bad
 		}
 		return "", forms, st
+	case event.CircuitOpened, event.CircuitHalfOpen, event.CircuitClosed, event.CircuitWait:
+		return m.circuitLog(ev, who)
 	default:
 		text = string(ev.Type)
 	}

@@ -117,8 +117,12 @@ type Model struct {
 	instances []string
 	budgets   []event.BudgetUsage
 	budgetIdx map[string]int
-	log       []logEntry
-	longest   int // widest display name, kept as rows arrive
+	// circuits are the breakers the run's activities are behind
+	// (circuit.go).
+	circuits   []event.CircuitInfo
+	circuitIdx map[string]int
+	log        []logEntry
+	longest    int // widest display name, kept as rows arrive
 
 	begin    time.Time // first event
 	end      time.Time // run_completed
@@ -167,14 +171,15 @@ func NewModel(opts Options) *Model {
 		opts.Title = "wf"
 	}
 	m := &Model{
-		opts:      opts,
-		keys:      newKeyMap(),
-		styles:    newStyles(opts.Color),
-		width:     80,
-		height:    24,
-		index:     map[rowKey]int{},
-		budgetIdx: map[string]int{},
-		longest:   4,
+		opts:       opts,
+		keys:       newKeyMap(),
+		styles:     newStyles(opts.Color),
+		width:      80,
+		height:     24,
+		index:      map[rowKey]int{},
+		budgetIdx:  map[string]int{},
+		circuitIdx: map[string]int{},
+		longest:    4,
 	}
 	m.now = opts.Now()
 	return m
@@ -269,7 +274,7 @@ func (m *Model) Ticking() bool { return m.ticking }
 func (m *Model) live() bool {
 	for _, r := range m.rows {
 		switch r.st {
-		case stRunning, stAttemptFailed, stRetryWait, stBudgetWait, stSleeping:
+		case stRunning, stAttemptFailed, stRetryWait, stBudgetWait, stSleeping, stCircuitWait:
 			return true
 		}
 	}

@@ -51,9 +51,11 @@ var spinnerFrames = spinner.MiniDot
 type layout struct {
 	header      int // title, counts, budgets, status
 	budgetLines int
-	perLine     int // budgets side by side
-	rows        int
-	log         int
+	// circuitLines: the breaker badges share one line.
+	circuitLines int
+	perLine      int // budgets side by side
+	rows         int
+	log          int
 }
 
 func (m *Model) layout() layout {
@@ -62,7 +64,10 @@ func (m *Model) layout() layout {
 		l.perLine = max(1, min(len(m.budgets), m.width/70))
 	}
 	l.budgetLines = min((len(m.budgets)+l.perLine-1)/l.perLine, max(1, m.height/8))
-	l.header = 2 + l.budgetLines
+	if len(m.circuits) > 0 {
+		l.circuitLines = 1
+	}
+	l.header = 2 + l.budgetLines + l.circuitLines
 	if m.status != "" || m.notice != "" {
 		l.header++
 	}
@@ -198,7 +203,7 @@ func (m *Model) header(w int, l layout) []string {
 		switch r.st {
 		case stRunning, stAttemptFailed:
 			running++
-		case stRetryWait, stBudgetWait, stSleeping:
+		case stRetryWait, stBudgetWait, stSleeping, stCircuitWait:
 			waiting++
 		case stPending:
 			pending++
@@ -246,10 +251,35 @@ func (m *Model) header(w int, l layout) []string {
 		}
 		out = append(out, strings.Join(cells, "   "))
 	}
+	if l.circuitLines > 0 {
+		out = append(out, m.circuitLine(w))
+	}
 	if line := m.statusLine(w); line != "" {
 		out = append(out, line)
 	}
 	return out
+}
+
+// circuitLine is the breaker badges, as many as fit.
+func (m *Model) circuitLine(w int) string {
+	var parts []string
+	used := 0
+	for i, c := range m.circuits {
+		room := w - used
+		if len(parts) > 0 {
+			room -= 3
+		}
+		b := m.renderCircuit(c, room)
+		if width(b) > room {
+			if rest := len(m.circuits) - i; len(parts) > 0 {
+				parts = append(parts, m.styles.dim.Render(fmt.Sprintf("+%d", rest)))
+			}
+			break
+		}
+		parts = append(parts, b)
+		used += width(b) + 3
+	}
+	return strings.Join(parts, "   ")
 }
 
 func (m *Model) titleForms() []string {
@@ -404,10 +434,11 @@ func (m *Model) describe(r *row, w int) (string, string) {
 	switch r.st {
 	case stRunning:
 		frame := spinnerFrames.Frames[int(m.now.UnixMilli()/spinnerFrames.FPS.Milliseconds())%len(spinnerFrames.Frames)]
-		run := "running " + fmtDur(m.now.Sub(r.started))
-		forms := []string{run}
+		bare := "running " + fmtDur(m.now.Sub(r.started))
+		run := bare + m.beatNote(r)
+		forms := []string{run, bare}
 		if prev := r.lastAttempt(r.attempt - 1); prev != nil && prev.err != nil {
-			forms = []string{run + " · after " + errText(prev.err), run + " · after " + errType(prev.err), run}
+			forms = []string{run + " · after " + errText(prev.err), run + " · after " + errType(prev.err), run, bare}
 		}
 		return s.run.Render(frame), s.run.Render(fit(w, forms...))
 	case stAttemptFailed:
@@ -435,6 +466,8 @@ func (m *Model) describe(r *row, w int) (string, string) {
 			forms = []string{forms[0] + " · " + frees, forms[1] + " · " + frees, "budget · " + frees, frees}
 		}
 		return s.warn.Render("⏸"), s.warn.Render(fit(w, forms...))
+	case stCircuitWait:
+		return m.describeCircuitWait(r, w)
 	case stSleeping:
 		if r.fireAt.IsZero() {
 			return s.sleep.Render("◔"), s.sleep.Render(fit(w, "sleeping "+fmtDur(m.now.Sub(r.started))))

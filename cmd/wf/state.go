@@ -410,11 +410,12 @@ func writeCheckReport(w io.Writer, r *statefile.CheckReport, verbose bool) {
 	if verbose {
 		fmt.Fprintf(tw, "  database\t%d %s verified, %d value %s\n", r.Tables, plural(r.Tables, "table", "tables"), r.ValueLogs, plural(r.ValueLogs, "log", "logs"))
 	}
-	fmt.Fprintf(tw, "  records\t%d %s, %d %s (%d with a timer), %d %s, %d %s, %d %s: all decoded\n",
+	fmt.Fprintf(tw, "  records\t%d %s, %d %s (%d with a timer), %d %s, %d %s, %d %s, %d %s: all decoded\n",
 		r.Instances, plural(r.Instances, "instance", "instances"),
 		r.Activities, plural(r.Activities, "activity", "activities"), r.Timers,
 		r.Attempts, plural(r.Attempts, "attempt", "attempts"),
 		r.Budgets, plural(r.Budgets, "budget", "budgets"),
+		r.Breakers, plural(r.Breakers, "breaker", "breakers"),
 		r.Spawns, plural(r.Spawns, "spawn", "spawns"))
 	if r.TornRecord > 0 {
 		fmt.Fprintf(tw, "  note\tlog record %d was cut short by a crash; it was never acknowledged, and the next wf apply clears it\n", r.TornRecord)

@@ -128,6 +128,13 @@ func (v *plainView) format(e event.Event) string {
 		return fmtOrphanEnded(e)
 	case event.OrphanAlive:
 		return fmt.Sprintf("%s: error: %s", e.Activity, errMessage(e.Error))
+	case event.CircuitOpened, event.CircuitHalfOpen, event.CircuitClosed:
+		return fmtCircuit(e)
+	case event.CircuitWait:
+		return fmt.Sprintf("%s: attempt %d is %s", e.Activity, e.Attempt, fmtCircuitWait(e, e.Time))
+	case event.Heartbeat:
+		// Once a second per activity: the dashboard and -json show them.
+		return ""
 	default:
 		return fmt.Sprintf("%s: %s", orInstance(e), e.Type)
 	}
@@ -254,8 +261,12 @@ func fmtTimerRecovered(e event.Event, now time.Time) string {
 
 func fmtBudgetWait(e event.Event) string {
 	s := fmt.Sprintf("%s: retry budget", e.Activity)
-	if e.Budget != nil {
-		s += fmt.Sprintf(" %s exhausted (%s)", e.Budget.Name, fmtBudgetUsage(e.Budget))
+	if b := e.Budget.Exhausted(); b != nil || e.Budget != nil {
+		if b == nil {
+			b = e.Budget
+		}
+		// A nested budget names the level that refused.
+		s += fmt.Sprintf(" %s exhausted (%s)", b.Name, fmtBudgetUsage(b))
 	} else {
 		s += " exhausted"
 	}
@@ -385,4 +396,37 @@ func oneLine(s string, max int) string {
 		return string(r[:max-1]) + "…"
 	}
 	return s
+}
+
+// fmtCircuit is the line of a circuit breaker's transition, e.g.
+// "breaker payment_api opened: 6 of 10 calls failed in 30s; half-open in 30s".
+func fmtCircuit(e event.Event) string {
+	c := e.Circuit
+	if c == nil {
+		return fmt.Sprintf("breaker %s: %s", e.Breaker, e.Type)
+	}
+	switch e.Type {
+	case event.CircuitOpened:
+		s := fmt.Sprintf("breaker %s opened: %d of %d %s failed", c.Name, c.Failures, c.Calls, plural(c.Calls, "call", "calls"))
+		if c.HalfOpenAt != nil {
+			s += "; half-open in " + fmtDuration(c.HalfOpenAt.Sub(e.Time))
+		}
+		return s
+	case event.CircuitHalfOpen:
+		return fmt.Sprintf("breaker %s half-open: %d trial %s", c.Name, max(c.HalfOpenCalls, 1), plural(max(c.HalfOpenCalls, 1), "call", "calls"))
+	}
+	return fmt.Sprintf("breaker %s closed", c.Name)
+}
+
+// fmtCircuitWait is SPEC §11's "waiting for circuit payment_api (open,
+// half-open in 12s)", or "(half-open, waiting for a trial call)".
+func fmtCircuitWait(e event.Event, now time.Time) string {
+	name := e.Breaker
+	if e.Circuit == nil {
+		return "waiting for circuit " + name
+	}
+	if e.Circuit.State == event.CircuitStateOpen && e.Circuit.HalfOpenAt != nil {
+		return fmt.Sprintf("waiting for circuit %s (open, half-open in %s)", name, fmtDuration(max(e.Circuit.HalfOpenAt.Sub(now), 0)))
+	}
+	return fmt.Sprintf("waiting for circuit %s (half-open, waiting for a trial call)", name)
 }

@@ -16,6 +16,7 @@ workflow "order" {
         API_PORT     = "${var.api_port}"
         API_THROTTLE = "${var.api_throttle}"
         API_FAIL     = "${var.api_fail}"
+        API_OUTAGE   = var.api_outage
         API_IDLE     = "60s"
       }
     }

@@ -9,6 +9,24 @@ retry_budget "payment_api" {
   on_exhausted = "wait"
 }
 
+# Shared by every activity that talks to the payment API (charge_card and
+# ship, through the payment policy). When at least half of the last 30s of
+# calls failed with a server error, a timeout or a refused connection (at
+# least 3 calls), it opens: no attempt reaches the API for 10s, the
+# attempts due meanwhile wait (durably: kill wf and the next apply waits
+# for the same moment) and are not counted as failures or retries. Then
+# one trial call goes through; its success closes the breaker, its failure
+# opens it for another 10s. 4xx answers are the API working: they never
+# open it.
+circuit_breaker "payment_api" {
+  failure_ratio   = 0.5
+  minimum_calls   = 3
+  window          = "30s"
+  break_duration  = "10s"
+  half_open_calls = 1
+  failures        = ["http:5*", "http:connection", "timeout"]
+}
+
 # Waits 500ms, 1s, 2s, 4s (then capped at 4s) before attempts 2..5, each
 # jittered to a random point in [d/2, d] so that many orders failing at
 # once do not retry in lockstep. A Retry-After header from the API replaces
@@ -23,4 +41,5 @@ retry_policy "payment" {
   non_retryable_errors = ["CardDeclined", "http:4*"]
   honor_retry_after    = true
   budget               = retry_budget.payment_api
+  circuit_breaker      = circuit_breaker.payment_api
 }

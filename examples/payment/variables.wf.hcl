@@ -45,3 +45,11 @@ variable "api_fail" {
   type    = number
   default = 1
 }
+
+# With e.g. "8s" the API is down hard for that long from the first charge
+# request on (every charge answers 503): watch the payment_api breaker
+# open, wait and close in the TUI.
+variable "api_outage" {
+  type    = string
+  default = "0s"
+}

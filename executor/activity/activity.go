@@ -89,6 +89,13 @@ type Request struct {
 	Spec *config.Resolved
 	// Timeout bounds the attempt (start-to-close); 0 means none.
 	Timeout time.Duration
+	// HeartbeatTimeout, for exec, makes the attempt heartbeat: it gets
+	// $WF_HEARTBEAT_FILE and is killed (TypeHeartbeatTimeout) when it
+	// goes that long without writing to it. 0 means no heartbeats.
+	HeartbeatTimeout time.Duration
+	// HeartbeatDetails is what an earlier attempt last wrote there; an
+	// exec attempt gets it as $WF_HEARTBEAT_DETAILS when it is not empty.
+	HeartbeatDetails string
 }
 
 // Failure is a typed attempt failure. It has the same fields as
@@ -111,6 +118,9 @@ type Result struct {
 	Outputs json.RawMessage
 	// Failure is nil on success.
 	Failure *Failure
+	// HeartbeatDetails is the last non-empty content the attempt wrote to
+	// $WF_HEARTBEAT_FILE ("" when none).
+	HeartbeatDetails string
 }
 
 // Options configures a Runner. The zero value is usable.
@@ -217,6 +227,7 @@ func (r *Runner) Run(ctx context.Context, req Request) (res Result) {
 
 	var outputs any
 	var f *Failure
+	var details string
 	switch {
 	case ctx.Err() != nil:
 		outputs = struct{}{}
@@ -225,7 +236,7 @@ func (r *Runner) Run(ctx context.Context, req Request) (res Result) {
 		outputs = struct{}{}
 		f = &Failure{Type: TypeInvalidSpec, Message: "no activity spec", NonRetryable: true}
 	case req.Spec.Exec != nil:
-		outputs, f = r.runExec(ctx, req)
+		outputs, f, details = r.runExec(ctx, req)
 	case req.Spec.HTTP != nil:
 		outputs, f = r.runHTTP(ctx, req)
 	case req.Spec.Sleep != nil:
@@ -245,7 +256,7 @@ func (r *Runner) Run(ctx context.Context, req Request) (res Result) {
 			f = &Failure{Type: TypeInternal, Message: fmt.Sprintf("encode outputs: %v", err)}
 		}
 	}
-	return Result{Start: start, End: r.now(), Outputs: raw, Failure: f}
+	return Result{Start: start, End: r.now(), Outputs: raw, Failure: f, HeartbeatDetails: details}
 }
 
 // attemptContext derives the per-attempt context: with a deadline when the

@@ -35,14 +35,17 @@ type execOutputs struct {
 // runExec runs one exec attempt. The process gets its own process group so
 // that a timeout or cancellation kills everything it spawned, not just the
 // direct child, and dies with wf (Pdeathsig). Once it has started, the
-// spawn hook of ctx (WithSpawnHook) learns its PID.
-func (r *Runner) runExec(ctx context.Context, req Request) (any, *Failure) {
+// spawn hook of ctx (WithSpawnHook) learns its PID. With a heartbeat
+// timeout it is watched as heartbeat.go says; details is the last content
+// of its heartbeat file.
+func (r *Runner) runExec(ctx context.Context, req Request) (any, *Failure, string) {
 	spec := req.Spec.Exec
 	out := &execOutputs{ExitCode: -1}
+	var details string
 
 	argv, err := execArgv(spec)
 	if err != nil {
-		return out, &Failure{Type: TypeInvalidSpec, Message: err.Error(), NonRetryable: true}
+		return out, &Failure{Type: TypeInvalidSpec, Message: err.Error(), NonRetryable: true}, details
 	}
 
 	// The attempt's files are fresh paths in the Runner's directory: a file
@@ -50,22 +53,36 @@ func (r *Runner) runExec(ctx context.Context, req Request) (any, *Failure) {
 	// n+1 (see execShared).
 	files, err := r.shared.acquire(r.tempDir)
 	if err != nil {
-		return out, &Failure{Type: TypeExecStart, Message: err.Error()}
+		return out, &Failure{Type: TypeExecStart, Message: err.Error()}, details
 	}
 	defer r.shared.release()
 
-	env := r.execEnv(req, spec, files.output, files.error)
+	heartbeatFile := ""
+	if req.HeartbeatTimeout > 0 {
+		heartbeatFile = files.heartbeat
+	}
+	env := r.execEnv(req, spec, files.output, files.error, heartbeatFile)
 	pathEnv := envValue(env, "PATH")
 	path, cached, err := r.shared.lookPath(argv[0], pathEnv, spec.Dir)
 	if err != nil {
 		if f := dirFailure(spec.Dir); f != nil {
-			return out, f
+			return out, f, details
 		}
-		return out, notFound(err.Error())
+		return out, notFound(err.Error()), details
 	}
 
 	actx, cancel := attemptContext(ctx, req.Timeout)
 	defer cancel()
+	// The heartbeat watch kills the attempt through its own cancel, so
+	// that the cause tells a missed heartbeat from a timeout.
+	actx, killHung := context.WithCancelCause(actx)
+	defer killHung(nil)
+	if heartbeatFile != "" {
+		if err := createHeartbeatFile(heartbeatFile); err != nil {
+			return out, &Failure{Type: TypeExecStart, Message: err.Error()}, details
+		}
+		defer removeFile(heartbeatFile)
+	}
 
 	stdout, stderr := newCapBuffer(r.maxOutput), newCapBuffer(r.maxOutput)
 	newCmd := func(path string) *exec.Cmd {
@@ -107,13 +124,17 @@ func (r *Runner) runExec(ctx context.Context, req Request) (any, *Failure) {
 			// program (both ENOENT), so the directory is checked, only
 			// now that something failed.
 			if f := dirFailure(spec.Dir); f != nil {
-				return out, f
+				return out, f, details
 			}
-			return out, startFailure(argv[0], err)
+			return out, startFailure(argv[0], err), details
 		}
 	}
 	if hook := spawnHook(ctx); hook != nil {
 		hook(cmd.Process.Pid)
+	}
+	var hb *heartbeatWatch
+	if heartbeatFile != "" {
+		hb = watchHeartbeat(ctx, heartbeatFile, req.HeartbeatTimeout, r.now, killHung)
 	}
 	// The process may have written either file; neither may outlive the
 	// attempt. takeFile removes what it reads; this catches the error file
@@ -128,12 +149,20 @@ func (r *Runner) runExec(ctx context.Context, req Request) (any, *Failure) {
 		}
 	}()
 	waitErr := cmd.Wait()
+	var (
+		hung      bool
+		sinceBeat time.Duration
+		beats     int
+	)
+	if hb != nil {
+		details, hung, sinceBeat, beats = hb.stop()
+	}
 
 	out.Stdout = string(stdout.Bytes())
 	out.Stderr = string(stderr.Bytes())
 	state := cmd.ProcessState
 	if state == nil {
-		return out, &Failure{Type: TypeExecStart, Message: fmt.Sprintf("wait for %s: %v", argv[0], waitErr)}
+		return out, &Failure{Type: TypeExecStart, Message: fmt.Sprintf("wait for %s: %v", argv[0], waitErr)}, details
 	}
 	out.ExitCode = state.ExitCode()
 	notes := joinNotes(stdout.truncationNote("stdout"), stderr.truncationNote("stderr"))
@@ -155,23 +184,25 @@ func (r *Runner) runExec(ctx context.Context, req Request) (any, *Failure) {
 			if errors.Is(fileErr, errTooLarge) {
 				typ = TypeOutputTooLarge
 			}
-			return out, &Failure{Type: typ, Message: joinNotes(fileErr.Error(), notes), NonRetryable: true}
+			return out, &Failure{Type: typ, Message: joinNotes(fileErr.Error(), notes), NonRetryable: true}, details
 		}
-		return out, nil
+		return out, nil, details
 	}
 
 	tail := stderr.Tail()
 	switch {
 	case ctx.Err() != nil:
-		return out, &Failure{Type: TypeInterrupted, Message: joinNotes("cancelled while running; process group killed", stderrNote(tail), notes)}
+		return out, &Failure{Type: TypeInterrupted, Message: joinNotes("cancelled while running; process group killed", stderrNote(tail), notes)}, details
 	case errors.Is(actx.Err(), context.DeadlineExceeded):
-		return out, &Failure{Type: TypeTimeout, Message: joinNotes(fmt.Sprintf("timed out after %s; process group killed", req.Timeout), stderrNote(tail), notes)}
+		return out, &Failure{Type: TypeTimeout, Message: joinNotes(fmt.Sprintf("timed out after %s; process group killed", req.Timeout), stderrNote(tail), notes)}, details
+	case hung && errors.Is(context.Cause(actx), errHeartbeat):
+		return out, heartbeatFailure(req.HeartbeatTimeout, sinceBeat, beats, stderrNote(tail), notes), details
 	}
 
 	ws, _ := state.Sys().(syscall.WaitStatus)
 	if ws.Signaled() {
 		name := signalName(ws.Signal())
-		return out, &Failure{Type: "signal:" + name, Message: joinNotes("killed by "+name, stderrNote(tail), notes)}
+		return out, &Failure{Type: "signal:" + name, Message: joinNotes("killed by "+name, stderrNote(tail), notes)}, details
 	}
 
 	code := state.ExitCode()
@@ -183,12 +214,12 @@ func (r *Runner) runExec(ctx context.Context, req Request) (any, *Failure) {
 	errorTaken = true
 	switch {
 	case efErr != nil:
-		return out, &Failure{Type: "exit:" + strconv.Itoa(code), Message: joinNotes(msg, "ignored malformed $WF_ERROR_FILE: "+efErr.Error(), notes)}
+		return out, &Failure{Type: "exit:" + strconv.Itoa(code), Message: joinNotes(msg, "ignored malformed $WF_ERROR_FILE: "+efErr.Error(), notes)}, details
 	case ef != nil:
 		ef.Message = joinNotes(ef.Message, notes)
-		return out, ef
+		return out, ef, details
 	}
-	return out, &Failure{Type: "exit:" + strconv.Itoa(code), Message: joinNotes(msg, notes)}
+	return out, &Failure{Type: "exit:" + strconv.Itoa(code), Message: joinNotes(msg, notes)}, details
 }
 
 // execArgv is the argv of the process: Command as is, or Script through
@@ -212,8 +243,8 @@ func execArgv(spec *config.ExecSpec) ([]string, error) {
 // activity's env (sorted, so the result is deterministic), then the WF_*
 // variables. os/exec keeps the last value of a duplicated name, so the WF_*
 // variables cannot be overridden by accident.
-func (r *Runner) execEnv(req Request, spec *config.ExecSpec, outputFile, errorFile string) []string {
-	env := make([]string, 0, len(r.baseEnv)+len(spec.Env)+7)
+func (r *Runner) execEnv(req Request, spec *config.ExecSpec, outputFile, errorFile, heartbeatFile string) []string {
+	env := make([]string, 0, len(r.baseEnv)+len(spec.Env)+9)
 	env = append(env, r.baseEnv...)
 	keys := make([]string, 0, len(spec.Env))
 	for k := range spec.Env {
@@ -223,7 +254,7 @@ func (r *Runner) execEnv(req Request, spec *config.ExecSpec, outputFile, errorFi
 	for _, k := range keys {
 		env = append(env, k+"="+spec.Env[k])
 	}
-	return append(env,
+	env = append(env,
 		"WF_IDEMPOTENCY_KEY="+req.IdempotencyKey,
 		"WF_ATTEMPT="+strconv.Itoa(req.Attempt),
 		"WF_WORKFLOW="+req.Workflow,
@@ -232,6 +263,13 @@ func (r *Runner) execEnv(req Request, spec *config.ExecSpec, outputFile, errorFi
 		"WF_OUTPUT_FILE="+outputFile,
 		"WF_ERROR_FILE="+errorFile,
 	)
+	if heartbeatFile != "" {
+		env = append(env, "WF_HEARTBEAT_FILE="+heartbeatFile)
+	}
+	if d := strings.ReplaceAll(req.HeartbeatDetails, "\x00", ""); d != "" {
+		env = append(env, "WF_HEARTBEAT_DETAILS="+d)
+	}
+	return env
 }
 
 // envValue returns the last value of name in env, as the process will see

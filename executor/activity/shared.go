@@ -42,8 +42,8 @@ type execShared struct {
 // attemptFiles are one attempt's $WF_OUTPUT_FILE and $WF_ERROR_FILE paths
 // and its stdin.
 type attemptFiles struct {
-	output, error string
-	stdin         *os.File
+	output, error, heartbeat string
+	stdin                    *os.File
 }
 
 // acquire returns fresh paths for one attempt, setting up the shared
@@ -55,9 +55,10 @@ func (s *execShared) acquire(tempDir string) (attemptFiles, error) {
 		if s.dir != "" {
 			n := strconv.FormatUint(s.seq.Add(1), 10)
 			return attemptFiles{
-				output: filepath.Join(s.dir, n+".output.json"),
-				error:  filepath.Join(s.dir, n+".error.json"),
-				stdin:  s.devNull,
+				output:    filepath.Join(s.dir, n+".output.json"),
+				error:     filepath.Join(s.dir, n+".error.json"),
+				heartbeat: filepath.Join(s.dir, n+".heartbeat"),
+				stdin:     s.devNull,
 			}, nil
 		}
 		s.mu.RUnlock()

@@ -56,6 +56,13 @@ type Attempt struct {
 	IdempotencyKey string
 	Spec           *config.Resolved
 	Timeout        time.Duration
+	// HeartbeatTimeout is the activity's heartbeat_timeout (0: none): the
+	// attempt is killed, with error type heartbeat_timeout, when it goes
+	// that long without writing to $WF_HEARTBEAT_FILE.
+	HeartbeatTimeout time.Duration
+	// HeartbeatDetails is what an earlier attempt last wrote there, for
+	// $WF_HEARTBEAT_DETAILS.
+	HeartbeatDetails string
 }
 
 // Result is a finished attempt, as reported by the shell.
@@ -76,6 +83,9 @@ type Result struct {
 	// A failure of type "interrupted" that the activity reported itself
 	// (in its error file) is an ordinary failure.
 	Interrupted bool
+	// HeartbeatDetails is the last non-empty content the attempt wrote
+	// to $WF_HEARTBEAT_FILE ("" if none); the next attempt gets it.
+	HeartbeatDetails string
 }
 
 // Orphan is what the shell found, and did, about an attempt that a
@@ -169,19 +179,35 @@ type Options struct {
 	// own windows (BudgetState is then unused): the Temporal engine's
 	// budgets shared by every instance on the cluster.
 	BudgetGate BudgetGate
+	// Breakers are the circuit breakers of the configuration, by name;
+	// BreakerState their loaded states (a breaker without one is
+	// closed).
+	Breakers     map[string]retry.Breaker
+	BreakerState map[string]*record.Breaker
 	// Resolve evaluates an activity's kind block; nil means
 	// (*config.Activity).Resolve. Tests replace it.
 	Resolve func(a *config.Activity, upstream map[string]cty.Value) (*config.Resolved, hcl.Diagnostics)
 }
 
-// BudgetGate grants retry tokens of named budgets. Take asks for one token
-// at now; force takes it even when the window is full (an operator firing
-// a retry by hand). It returns whether the token was granted, when not the
-// time the window next frees one (zero: never), and how many retries the
-// window holds after the call. The core calls it during a step and waits
-// for its answer.
+// BudgetGate grants retry tokens of named budgets kept outside the core.
+// Take asks at now for one token from every budget of chain (a budget,
+// then its parent, up to the root) at once: all or none. force takes them
+// even from full windows (an operator firing a retry by hand). The core
+// calls it during a step and waits for its answer.
 type BudgetGate interface {
-	Take(name string, now time.Time, force bool) (ok bool, nextFree time.Time, used int)
+	Take(chain []string, now time.Time, force bool) BudgetGrant
+}
+
+// BudgetGrant is a BudgetGate's answer.
+type BudgetGrant struct {
+	OK bool
+	// Refused is the index in the chain of the level that decides a
+	// refusal (see retry.AllowChain); NextFree is when it frees a token
+	// (zero: never).
+	Refused  int
+	NextFree time.Time
+	// Used is how many retries each level's window holds after the call.
+	Used []int
 }
 
 // KeyInput is what an idempotency key is derived from (SPEC §4.2).

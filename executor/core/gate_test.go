@@ -15,12 +15,12 @@ type fakeGate struct {
 	calls  []bool // force flags, in order
 }
 
-func (g *fakeGate) Take(name string, now time.Time, force bool) (bool, time.Time, int) {
+func (g *fakeGate) Take(chain []string, now time.Time, force bool) BudgetGrant {
 	g.calls = append(g.calls, force)
 	if force || !now.Before(g.openAt) {
-		return true, time.Time{}, 1
+		return BudgetGrant{OK: true, Used: []int{1}}
 	}
-	return false, g.openAt, 1
+	return BudgetGrant{NextFree: g.openAt, Used: []int{1}}
 }
 
 // TestBudgetGate: with a gate, the core asks it for every retry token

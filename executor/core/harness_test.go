@@ -27,6 +27,7 @@ type memState struct {
 	attempts map[string]*record.Attempt // by "addr/activity/gen/number"
 	budgets  map[string]*record.Budget
 	insts    map[string]*record.Instance
+	breakers map[string]*record.Breaker
 }
 
 func newMemState() *memState {
@@ -35,6 +36,7 @@ func newMemState() *memState {
 		attempts: map[string]*record.Attempt{},
 		budgets:  map[string]*record.Budget{},
 		insts:    map[string]*record.Instance{},
+		breakers: map[string]*record.Breaker{},
 	}
 }
 
@@ -57,6 +59,9 @@ func (m *memState) apply(ms []record.Mutation) {
 		case mu.Instance != nil:
 			i := *mu.Instance
 			m.insts[i.Address()] = &i
+		case mu.Breaker != nil:
+			b := *mu.Breaker
+			m.breakers[b.Name] = &b
 		}
 	}
 }
@@ -86,9 +91,11 @@ type world struct {
 	sleeps  map[string]time.Duration
 	badSpec map[string]bool
 	budgets map[string]retry.Budget
-	par     int
-	modes   map[string]Mode
-	seed    uint64
+	// breakers are the circuit breakers by name.
+	breakers map[string]retry.Breaker
+	par      int
+	modes    map[string]Mode
+	seed     uint64
 	// seen records the upstream names each Resolve call received.
 	seen map[string][]string
 }
@@ -116,6 +123,8 @@ func newHarness(t *testing.T, w *world, st *memState, now time.Time) *harness {
 	opts := Options{
 		Instances:     []Instance{{Workflow: w.wf, Modes: w.modes}},
 		Budgets:       w.budgets,
+		Breakers:      w.breakers,
+		BreakerState:  st.breakers,
 		Parallelism:   w.par,
 		Rand:          rand.New(rand.NewPCG(w.seed, 7)),
 		Activities:    st.acts,

@@ -45,10 +45,20 @@ const (
 	// below 80 % and rose again. It is the one source of the warning in
 	// the plain output.
 	BudgetHigh Type = "budget_high"
-	// Circuit breaker transitions (SPEC §11), with Breaker set.
+	// Circuit breaker transitions (SPEC §11), with Breaker and Circuit
+	// set; not tied to one activity (Activity is empty).
 	CircuitOpened   Type = "circuit_opened"
 	CircuitHalfOpen Type = "circuit_half_open"
 	CircuitClosed   Type = "circuit_closed"
+	// CircuitWait is an extension: an attempt waits (durably) for its
+	// circuit breaker, open until Circuit.HalfOpenAt, or half-open with
+	// every trial slot taken. Attempt is the waiting attempt, FireAt when
+	// it asks again (absent: when a trial call ends).
+	CircuitWait Type = "circuit_wait"
+	// Heartbeat is an extension: a running exec attempt wrote to
+	// $WF_HEARTBEAT_FILE (SPEC §11). At most one a second per activity;
+	// HeartbeatDetails holds the start of what it wrote.
+	Heartbeat Type = "heartbeat"
 )
 
 // Failure reasons carried by activity_failed.
@@ -63,6 +73,9 @@ const (
 	// opted out of resuming (non_retryable_errors = ["interrupted"]); a
 	// person should look before it runs again.
 	ReasonInterrupted = "interrupted"
+	// ReasonCircuitOpen: the activity's circuit breaker is open and its
+	// policy says on_open = "fail" (error type circuit_open).
+	ReasonCircuitOpen = "circuit_open"
 )
 
 // Delay sources carried by retry_scheduled (DelaySource).
@@ -75,6 +88,8 @@ const (
 	// the next one starts at once and the interrupted one counts against
 	// no limit.
 	SourceInterrupted = "interrupted"
+	// SourceCircuit: the attempt waited for its circuit breaker.
+	SourceCircuit = "circuit"
 )
 
 // Run statuses carried by run_completed.
@@ -102,6 +117,46 @@ type BudgetUsage struct {
 	// decay as grants leave the window without waiting for the next event.
 	// Shared with the core and never modified: read only. Not in -json.
 	Stamps []time.Time `json:"-"`
+	// Parent is the usage of the budget this one draws from too (nested
+	// budgets, SPEC §11); nil at the root.
+	Parent *BudgetUsage `json:"parent,omitempty"`
+}
+
+// Exhausted returns the first level of the chain whose window is full
+// (Used >= MaxRetries), the one that refuses retries; nil when none is.
+func (b *BudgetUsage) Exhausted() *BudgetUsage {
+	for l := b; l != nil; l = l.Parent {
+		if l.Used >= l.MaxRetries {
+			return l
+		}
+	}
+	return nil
+}
+
+// Circuit states of CircuitInfo.State.
+const (
+	CircuitStateClosed   = "closed"
+	CircuitStateOpen     = "open"
+	CircuitStateHalfOpen = "half_open"
+)
+
+// CircuitInfo is a circuit breaker's state at the time of the event.
+type CircuitInfo struct {
+	Name string `json:"name"`
+	// State is "closed", "open" or "half_open".
+	State string `json:"state"`
+	// HalfOpenAt is when an open breaker lets trial calls through.
+	HalfOpenAt *time.Time `json:"half_open_at,omitempty"`
+	// Calls and Failures are the outcomes in the window (closed), or
+	// those that opened it (circuit_opened).
+	Calls    int `json:"calls"`
+	Failures int `json:"failures"`
+	// The breaker's settings, so that a view can say what they mean.
+	FailureRatio  float64 `json:"failure_ratio"`
+	MinimumCalls  int     `json:"minimum_calls"`
+	WindowMs      int64   `json:"window_ms"`
+	BreakMs       int64   `json:"break_ms"`
+	HalfOpenCalls int     `json:"half_open_calls"`
 }
 
 // ActivityInfo describes one activity in a plan event, so that a view can
@@ -178,8 +233,16 @@ type Event struct {
 	// ScheduledAt is set on the attempt_started of a retry that a timer
 	// started: when that timer was due, so views can measure its lateness.
 	ScheduledAt *time.Time `json:"scheduled_at,omitempty"`
-	// Breaker names the circuit breaker of circuit_* events.
-	Breaker string `json:"breaker,omitempty"`
+	// Breaker names the circuit breaker of circuit_* events; Circuit is
+	// its state then.
+	Breaker string       `json:"breaker,omitempty"`
+	Circuit *CircuitInfo `json:"circuit,omitempty"`
+	// Circuits is set on plan events: every breaker the run's activities
+	// are behind, as loaded.
+	Circuits []CircuitInfo `json:"circuits,omitempty"`
+	// HeartbeatDetails is set on heartbeat events: the start (at most
+	// HeartbeatDetailsTail bytes) of what the attempt last wrote.
+	HeartbeatDetails string `json:"heartbeat_details,omitempty"`
 	// Rule says which retry rule MaxAttempts belongs to and what the rules
 	// have counted, on the events of activities with retry rules.
 	Rule *RuleRef `json:"rule,omitempty"`
@@ -214,6 +277,9 @@ type RuleRef struct {
 	// Ended attempts beyond it were counted by no rule (interrupted).
 	CountedAll int `json:"counted_all"`
 }
+
+// HeartbeatDetailsTail bounds HeartbeatDetails in events.
+const HeartbeatDetailsTail = 256
 
 // OutputTail bounds each stream in Output, so that events stay small on
 // the bus, on the event socket and in the dashboard's memory.

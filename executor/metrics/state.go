@@ -289,11 +289,17 @@ func (s *state) observeLateness(d time.Duration) {
 // an attempt is counted when it ends, by outcome; a retry when it starts,
 // under the error of the attempt it retries; an activity when it ends.
 func (s *state) apply(e *event.Event) {
-	if e.Budget != nil {
-		s.noteBudget(e.Budget)
+	// Every level of a nested budget has its own gauges.
+	for u := e.Budget; u != nil; u = u.Parent {
+		s.noteBudget(u)
 	}
 	switch e.Type {
 	case event.Plan:
+		// Breakers get their series from the start, in the state they
+		// were loaded in.
+		for _, c := range e.Circuits {
+			s.circuit(c.Name).state = circuitStateValue(c.State)
+		}
 		// Activities about to run get their series at zero now, so that a
 		// rate() over their first attempts sees them rise from zero.
 		for _, info := range e.Activities {
@@ -365,11 +371,14 @@ func (s *state) apply(e *event.Event) {
 		t := s.track(e)
 		s.setPending(t, true)
 		s.observeDecision(t, e)
-		if e.Budget != nil {
-			b := s.budget(e.Budget.Name)
+		if u := refusing(e.Budget); u != nil {
+			b := s.budget(u.Name)
 			b.exhausted[0]++
 			b.seenExhausted[0] = true
 		}
+	case event.CircuitWait:
+		// Waiting for a breaker is pending, like a retry timer.
+		s.setPending(s.track(e), true)
 	case event.TimerRecovered:
 		t := s.track(e)
 		s.setPending(t, true)
@@ -381,8 +390,8 @@ func (s *state) apply(e *event.Event) {
 		s.finish(e, "succeeded")
 	case event.ActivityFailed:
 		s.finish(e, "failed")
-		if e.Reason == event.ReasonBudgetExhausted && e.Budget != nil {
-			b := s.budget(e.Budget.Name)
+		if u := refusing(e.Budget); e.Reason == event.ReasonBudgetExhausted && u != nil {
+			b := s.budget(u.Name)
 			b.exhausted[1]++
 			b.seenExhausted[1] = true
 		}
@@ -426,6 +435,26 @@ func (s *state) noteBudget(u *event.BudgetUsage) {
 	b.used = u.Used
 	b.stamps = u.Stamps
 	b.hasStamps = u.Stamps != nil || u.Used == 0
+}
+
+// refusing is the level of a (nested) budget that refused a retry: the
+// first exhausted one, else the budget itself.
+func refusing(u *event.BudgetUsage) *event.BudgetUsage {
+	if ex := u.Exhausted(); ex != nil {
+		return ex
+	}
+	return u
+}
+
+// circuitStateValue is circuitValue for a CircuitInfo state.
+func circuitStateValue(state string) float64 {
+	switch state {
+	case event.CircuitStateOpen:
+		return 2
+	case event.CircuitStateHalfOpen:
+		return 1
+	}
+	return 0
 }
 
 // circuitValue is wf_circuit_state's value: 0 closed, 1 half-open, 2 open.

@@ -293,3 +293,32 @@ func TestScrapeBoundedByActivities(t *testing.T) {
 		t.Errorf("100 activities: %d lines with 2 attempts each, %d with 300", few, many)
 	}
 }
+
+// TestCircuitStateFromPlan: a breaker has its series from the plan on, in
+// the state it was loaded in.
+func TestCircuitStateFromPlan(t *testing.T) {
+	f := newFeed()
+	f.send(event.Event{Time: t0, Type: event.Plan, Workflow: "w", Instance: "w/k",
+		Circuits: []event.CircuitInfo{{Name: "api", State: "open"}, {Name: "db", State: "closed"}}})
+	expect(t, "plan", f.scrape(t), map[string]float64{"wf_circuit_state{breaker=api}": 2, "wf_circuit_state{breaker=db}": 0})
+}
+
+// TestNestedBudgetGauges: every level of a nested budget has its gauges,
+// and a refusal counts against the level that refused.
+func TestNestedBudgetGauges(t *testing.T) {
+	f := newFeed()
+	usage := &event.BudgetUsage{Name: "team", Used: 1, MaxRetries: 4, WindowMs: 60000,
+		Parent: &event.BudgetUsage{Name: "org", Used: 2, MaxRetries: 2, WindowMs: 60000}}
+	withUsage := func(e *event.Event) { e.Budget = usage }
+	f.send(f.ev(event.AttemptFailed, "a", 1, errOf("exit:1"), withUsage), f.ev(event.BudgetWait, "a", 2, withUsage, delay(time.Minute)))
+	expect(t, "levels", f.scrape(t), map[string]float64{
+		"wf_budget_usage_ratio{budget=team}":                      0.25,
+		"wf_budget_usage_ratio{budget=org}":                       1,
+		"wf_budget_retries_in_window{budget=org}":                 2,
+		"wf_budget_exhausted_total{budget=org,on_exhausted=wait}": 1,
+		"wf_budget_retries_in_window{budget=team}":                1,
+	})
+	if got := f.scrape(t)["wf_budget_exhausted_total{budget=team,on_exhausted=wait}"]; got != 0 {
+		t.Errorf("the refusal was counted against team: %v", got)
+	}
+}

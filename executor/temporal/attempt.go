@@ -21,6 +21,11 @@ type AttemptInput struct {
 	Spec           *config.Resolved `json:"spec"`
 	// Timeout is the activity's own timeout (error type "timeout").
 	Timeout time.Duration `json:"timeout,omitempty"`
+	// HeartbeatTimeout and HeartbeatDetails: the activity's
+	// heartbeat_timeout and what an earlier attempt last wrote to its
+	// heartbeat file (SPEC §11).
+	HeartbeatTimeout time.Duration `json:"heartbeat_timeout,omitempty"`
+	HeartbeatDetails string        `json:"heartbeat_details,omitempty"`
 }
 
 // AttemptResult is what a worker reports of one attempt. A failed attempt
@@ -37,4 +42,7 @@ type AttemptResult struct {
 	// was lost or shut down, the attempt was cancelled): never counted
 	// against any limit (SPEC §4.1).
 	Interrupted bool `json:"interrupted,omitempty"`
+	// HeartbeatDetails is what the attempt last wrote to its heartbeat
+	// file.
+	HeartbeatDetails string `json:"heartbeat_details,omitempty"`
 }

@@ -1,6 +1,7 @@
 package temporal
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
@@ -65,8 +66,48 @@ func TestBudgetWorkflow(t *testing.T) {
 		t.Fatalf("budget workflow: %v", err)
 	}
 	for i, st := range steps {
-		if !got[i].set || got[i].err != nil || got[i].res != st.want {
+		if !got[i].set || got[i].err != nil || !reflect.DeepEqual(got[i].res, st.want) {
 			t.Errorf("take %d at +%s = %+v (err %v), want %+v", i+1, st.at, got[i].res, got[i].err, st.want)
+		}
+	}
+}
+
+// TestBudgetWorkflowChain: one workflow holds a budget tree; a take grants
+// a token at every level of its chain or at none, and a refusal names the
+// level that refused.
+func TestBudgetWorkflowChain(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	s.SetLogger(quietLogger())
+	env := s.NewTestWorkflowEnvironment()
+	env.SetStartTime(t0)
+	env.RegisterWorkflowWithOptions(BudgetWorkflow, workflow.RegisterOptions{Name: BudgetWorkflowType})
+	org := retry.Budget{Name: "org", MaxRetries: 2, Window: 10 * time.Second, OnExhausted: "wait"}
+	a := retry.Budget{Name: "team_a", MaxRetries: 5, Window: 10 * time.Second, OnExhausted: "wait", Parent: "org"}
+	b := retry.Budget{Name: "team_b", MaxRetries: 5, Window: 10 * time.Second, OnExhausted: "wait", Parent: "org"}
+	steps := []struct {
+		at   time.Duration
+		req  TakeRequest
+		want TakeResult
+	}{
+		{time.Second, TakeRequest{Budget: a, Parents: []retry.Budget{org}}, TakeResult{OK: true, Used: 1, ParentsUsed: []int{1}}},
+		{2 * time.Second, TakeRequest{Budget: b, Parents: []retry.Budget{org}}, TakeResult{OK: true, Used: 1, ParentsUsed: []int{2}}},
+		// org is full: team_a has room but gets nothing.
+		{3 * time.Second, TakeRequest{Budget: a, Parents: []retry.Budget{org}}, TakeResult{NextFree: t0.Add(11 * time.Second), Refused: 1, Used: 1, ParentsUsed: []int{2}}},
+		{3 * time.Second, TakeRequest{Budget: org}, TakeResult{NextFree: t0.Add(11 * time.Second), Used: 2}},
+	}
+	got := make([]updateResult, len(steps))
+	for i, st := range steps {
+		env.RegisterDelayedCallback(func() {
+			env.UpdateWorkflow(BudgetTakeUpdate, "chain-"+string(rune('a'+i)), updateCallbacks{&got[i]}, st.req)
+		}, st.at+time.Duration(i)*time.Millisecond)
+	}
+	env.ExecuteWorkflow(BudgetWorkflowType, BudgetInput{Name: "org"})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatalf("budget workflow: %v", err)
+	}
+	for i, st := range steps {
+		if !got[i].set || got[i].err != nil || !reflect.DeepEqual(got[i].res, st.want) {
+			t.Errorf("take %d = %+v (err %v), want %+v", i+1, got[i].res, got[i].err, st.want)
 		}
 	}
 }

@@ -128,6 +128,8 @@ type Carry struct {
 	Instance   *record.Instance            `json:"instance,omitempty"`
 	Activities map[string]*record.Activity `json:"activities,omitempty"`
 	Budgets    map[string]*record.Budget   `json:"budgets,omitempty"`
+	// Breakers are the instance's circuit breakers (see records).
+	Breakers map[string]*record.Breaker `json:"breakers,omitempty"`
 	// Attempts is the attempt log so far, oldest first (bounded).
 	Attempts []*record.Attempt `json:"attempts,omitempty"`
 	// DroppedAttempts counts attempts dropped from the log to bound it.

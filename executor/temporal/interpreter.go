@@ -107,6 +107,13 @@ func newInterpreter(ctx workflow.Context, in Input, cfg *config.Config, wf *conf
 		Activities:  map[string]map[string]*record.Activity{addr: ip.recs.activities},
 		BudgetState: ip.recs.budgets,
 	}
+	if len(cfg.Breakers) > 0 {
+		opts.Breakers = map[string]retry.Breaker{}
+		for name, b := range cfg.Breakers {
+			opts.Breakers[name] = b.Breaker
+		}
+		opts.BreakerState = ip.recs.breakers
+	}
 	if in.SharedBudgets && len(budgets) > 0 {
 		opts.BudgetGate = &budgetGate{ip: ip, budgets: budgets}
 	}
@@ -345,14 +352,16 @@ func (ip *interpreter) launch(a core.Attempt) {
 	})
 	scheduled := workflow.Now(ctx)
 	fut := workflow.ExecuteActivity(actx, AttemptActivity, AttemptInput{
-		Workflow:       a.Workflow,
-		Instance:       a.Instance,
-		Activity:       a.Activity,
-		Generation:     gen,
-		Number:         a.Number,
-		IdempotencyKey: a.IdempotencyKey,
-		Spec:           a.Spec,
-		Timeout:        a.Timeout,
+		Workflow:         a.Workflow,
+		Instance:         a.Instance,
+		Activity:         a.Activity,
+		Generation:       gen,
+		Number:           a.Number,
+		IdempotencyKey:   a.IdempotencyKey,
+		Spec:             a.Spec,
+		Timeout:          a.Timeout,
+		HeartbeatTimeout: a.HeartbeatTimeout,
+		HeartbeatDetails: a.HeartbeatDetails,
 	})
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		var res AttemptResult
@@ -370,6 +379,7 @@ func (ip *interpreter) launch(a core.Attempt) {
 		r.End = clampEnd(res.End, scheduled, workflow.Now(gctx))
 		r.Outputs = res.Outputs
 		r.Interrupted = res.Interrupted
+		r.HeartbeatDetails = res.HeartbeatDetails
 		if res.Failure != nil {
 			f := retry.Failure(*res.Failure)
 			r.Failure = &f
@@ -393,7 +403,13 @@ func attemptFailure(err error) AttemptResult {
 	}
 	var timeoutErr *sdktemporal.TimeoutError
 	if errors.As(err, &timeoutErr) {
-		return interrupted(fmt.Sprintf("the worker running the attempt was lost (%s timeout)", timeoutName(timeoutErr)))
+		res := interrupted(fmt.Sprintf("the worker running the attempt was lost (%s timeout)", timeoutName(timeoutErr)))
+		// The attempt's heartbeat details, as its worker last sent them.
+		var details string
+		if timeoutErr.HasLastHeartbeatDetails() && timeoutErr.LastHeartbeatDetails(&details) == nil {
+			res.HeartbeatDetails = details
+		}
+		return res
 	}
 	var canceled *sdktemporal.CanceledError
 	if errors.As(err, &canceled) {

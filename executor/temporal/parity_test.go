@@ -98,10 +98,15 @@ func runLocal(t *testing.T, src Sources, wfName string, sc script, par int) run 
 	for name, b := range cfg.Budgets {
 		budgets[name] = b.Budget
 	}
+	breakers := map[string]retry.Breaker{}
+	for name, b := range cfg.Breakers {
+		breakers[name] = b.Breaker
+	}
 	recs := newRecords(Carry{}, 0)
 	c := core.New(core.Options{
 		Instances:   []core.Instance{{Workflow: wf}},
 		Budgets:     budgets,
+		Breakers:    breakers,
 		Parallelism: par,
 		Seed:        paritySeed,
 		StateID:     paritySeed,
@@ -172,15 +177,7 @@ type memBudgets struct {
 
 func (m *memBudgets) take(_ context.Context, req TakeRequest) (TakeResult, error) {
 	m.takes++
-	b := req.Budget
-	st := b.Prune(m.stamps[b.Name], req.Now)
-	ok, next := b.Allow(st, req.Now)
-	if ok || req.Force {
-		m.stamps[b.Name] = append(st, req.Now)
-		return TakeResult{OK: true, Used: len(st) + 1}, nil
-	}
-	m.stamps[b.Name] = st
-	return TakeResult{NextFree: next, Used: len(st)}, nil
+	return takeChain(m.stamps, req, req.Now), nil
 }
 
 type temporalRun struct {
@@ -518,6 +515,58 @@ retry_budget "b" {
 ` + one(`retry { initial_interval = "1s" ; maximum_attempts = 5 ; budget = retry_budget.b }`),
 		sc:   script{"a": fails("http:503", 9)},
 		want: wantEnd(record.StatusFailed, "budget_exhausted", 2),
+	},
+	{
+		name: "budget nested",
+		hcl: `
+retry_budget "org" {
+  max_retries  = 1
+  window       = "10s"
+  on_exhausted = "wait"
+}
+retry_budget "b" {
+  max_retries = 5
+  window      = "1m"
+  parent      = retry_budget.org
+}
+` + one(`retry { initial_interval = "1s" ; backoff = "fixed" ; maximum_attempts = 5 ; budget = retry_budget.b }`),
+		sc: script{"a": fails("http:503", 2)},
+		want: func(t *testing.T, r run) {
+			wantEnd(record.StatusSucceeded, "", 3)(t, r)
+			// The second retry waits for the parent, though b has tokens.
+			if got := waits(r, "a"); len(got) != 2 || got[0] != time.Second || got[1] < 9*time.Second {
+				t.Errorf("waits = %v, want 1s then the parent's window", got)
+			}
+		},
+	},
+	{
+		name: "circuit breaker",
+		hcl: `
+circuit_breaker "api" {
+  minimum_calls  = 2
+  failure_ratio  = 0.5
+  window         = "1m"
+  break_duration = "10s"
+}
+` + one(`retry { initial_interval = "1s" ; backoff = "fixed" ; maximum_attempts = 6 ; circuit_breaker = circuit_breaker.api }`),
+		sc: script{"a": fails("http:503", 3)},
+		want: func(t *testing.T, r run) {
+			wantEnd(record.StatusSucceeded, "", 4)(t, r)
+			var circuit int
+			for _, e := range r.events {
+				if e.Type == event.CircuitWait {
+					circuit++
+				}
+			}
+			// Attempt 2 opens it; retries 3 and 4 wait for the ends of
+			// the breaks (attempt 3 is the trial that fails).
+			if circuit != 2 {
+				t.Errorf("circuit waits = %d, want 2", circuit)
+			}
+			if a := r.state.Attempts; a[len(a)-1].Start.Sub(a[1].End) < 20*time.Second {
+				t.Errorf("the last attempt started %s after the breaker opened, want two breaks", a[len(a)-1].Start.Sub(a[1].End))
+			}
+		},
 	},
 	{
 		name: "expiration",

@@ -15,10 +15,14 @@ type records struct {
 	instance   *record.Instance
 	activities map[string]*record.Activity
 	budgets    map[string]*record.Budget
-	attempts   []*record.Attempt
-	index      map[attemptKey]int
-	dropped    int
-	maxKept    int
+	// breakers are kept per instance: on Temporal a breaker is shared
+	// by the activities of one instance and across its applies, not yet
+	// by every instance on the cluster (docs/temporal.md).
+	breakers map[string]*record.Breaker
+	attempts []*record.Attempt
+	index    map[attemptKey]int
+	dropped  int
+	maxKept  int
 }
 
 type attemptKey struct {
@@ -32,6 +36,7 @@ func newRecords(c Carry, maxKept int) *records {
 		instance:   c.Instance,
 		activities: map[string]*record.Activity{},
 		budgets:    map[string]*record.Budget{},
+		breakers:   map[string]*record.Breaker{},
 		index:      map[attemptKey]int{},
 		dropped:    c.DroppedAttempts,
 		maxKept:    maxKept,
@@ -43,6 +48,10 @@ func newRecords(c Carry, maxKept int) *records {
 	for name, b := range c.Budgets {
 		cp := *b
 		r.budgets[name] = &cp
+	}
+	for name, b := range c.Breakers {
+		cp := *b
+		r.breakers[name] = &cp
 	}
 	for _, a := range c.Attempts {
 		r.putAttempt(a)
@@ -65,6 +74,9 @@ func (r *records) apply(ms []record.Mutation) {
 		case m.Budget != nil:
 			cp := *m.Budget
 			r.budgets[cp.Name] = &cp
+		case m.Breaker != nil:
+			cp := *m.Breaker
+			r.breakers[cp.Name] = &cp
 		}
 	}
 }
@@ -98,6 +110,7 @@ type State struct {
 	Instance   *record.Instance            `json:"instance,omitempty"`
 	Activities map[string]*record.Activity `json:"activities"`
 	Budgets    map[string]*record.Budget   `json:"budgets,omitempty"`
+	Breakers   map[string]*record.Breaker  `json:"breakers,omitempty"`
 	// Attempts is the attempt log, oldest first; DroppedAttempts older
 	// ones were dropped to bound it.
 	Attempts        []*record.Attempt `json:"attempts,omitempty"`
@@ -121,6 +134,7 @@ func (s *State) Carry() Carry {
 		Instance:        s.Instance,
 		Activities:      s.Activities,
 		Budgets:         s.Budgets,
+		Breakers:        s.Breakers,
 		Attempts:        s.Attempts,
 		DroppedAttempts: s.DroppedAttempts,
 	}
@@ -131,6 +145,7 @@ func (r *records) state() *State {
 		Instance:        r.instance,
 		Activities:      r.activities,
 		Budgets:         r.budgets,
+		Breakers:        r.breakers,
 		Attempts:        r.attempts,
 		DroppedAttempts: r.dropped,
 	}

@@ -2,6 +2,7 @@ package temporal
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	sdkactivity "go.temporal.io/sdk/activity"
@@ -43,18 +44,29 @@ func (a *Attempts) Run(ctx context.Context, in AttemptInput) (AttemptResult, err
 		cp.Dir = WorkerDir(cp.Dir, a.Dir)
 		spec = &config.Resolved{Exec: &cp}
 	}
-	stop := heartbeat(ctx, info.HeartbeatTimeout)
-	res := a.Runner.Run(ctx, activity.Request{
-		Workflow:       in.Workflow,
-		Instance:       in.Instance,
-		Activity:       in.Activity,
-		Attempt:        in.Number,
-		IdempotencyKey: in.IdempotencyKey,
-		Spec:           spec,
-		Timeout:        in.Timeout,
+	// The attempt's own heartbeat details ride on the worker's
+	// heartbeats, so that a worker that is lost mid-attempt still hands
+	// them to the next attempt (they come back in the timeout error).
+	var details atomic.Pointer[string]
+	runCtx := activity.WithHeartbeatHook(ctx, func(d string) {
+		if d != "" {
+			details.Store(&d)
+		}
+	})
+	stop := heartbeat(ctx, info.HeartbeatTimeout, &details)
+	res := a.Runner.Run(runCtx, activity.Request{
+		Workflow:         in.Workflow,
+		Instance:         in.Instance,
+		Activity:         in.Activity,
+		Attempt:          in.Number,
+		IdempotencyKey:   in.IdempotencyKey,
+		Spec:             spec,
+		Timeout:          in.Timeout,
+		HeartbeatTimeout: in.HeartbeatTimeout,
+		HeartbeatDetails: in.HeartbeatDetails,
 	})
 	stop()
-	out := AttemptResult{Start: res.Start, End: res.End, Outputs: res.Outputs, Failure: res.Failure, Worker: a.Identity}
+	out := AttemptResult{Start: res.Start, End: res.End, Outputs: res.Outputs, Failure: res.Failure, Worker: a.Identity, HeartbeatDetails: res.HeartbeatDetails}
 	// A runner that reports interrupted after this attempt's context was
 	// cancelled (the worker shutting down, the server cancelling a lost
 	// attempt) was cut short by the engine, not by the activity.
@@ -70,11 +82,19 @@ func (a *Attempts) Run(ctx context.Context, in AttemptInput) (AttemptResult, err
 }
 
 // heartbeat records a heartbeat every third of timeout until stop is
-// called. The SDK batches heartbeats and cancels ctx once the server says
-// the attempt is gone, which kills an exec attempt's process group.
-func heartbeat(ctx context.Context, timeout time.Duration) (stop func()) {
+// called, with the attempt's latest heartbeat details when it has some.
+// The SDK batches heartbeats and cancels ctx once the server says the
+// attempt is gone, which kills an exec attempt's process group.
+func heartbeat(ctx context.Context, timeout time.Duration, details *atomic.Pointer[string]) (stop func()) {
 	if timeout <= 0 {
 		return func() {}
+	}
+	record := func() {
+		if d := details.Load(); d != nil {
+			sdkactivity.RecordHeartbeat(ctx, *d)
+			return
+		}
+		sdkactivity.RecordHeartbeat(ctx)
 	}
 	every := max(timeout/3, 100*time.Millisecond)
 	done := make(chan struct{})
@@ -83,11 +103,11 @@ func heartbeat(ctx context.Context, timeout time.Duration) (stop func()) {
 		defer close(exited)
 		t := time.NewTicker(every)
 		defer t.Stop()
-		sdkactivity.RecordHeartbeat(ctx)
+		record()
 		for {
 			select {
 			case <-t.C:
-				sdkactivity.RecordHeartbeat(ctx)
+				record()
 			case <-done:
 				return
 			case <-ctx.Done():

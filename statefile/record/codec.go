@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 )
 
 // Encode validates a record and returns its stored form (JSON). v is an
@@ -49,6 +50,13 @@ func Encode(v any) ([]byte, error) {
 		err = validateSpawn(r)
 	case Spawn:
 		err = validateSpawn(&r)
+	case *Breaker:
+		if r == nil {
+			return nil, errors.New("encode breaker: nil record")
+		}
+		err = validateBreaker(r)
+	case Breaker:
+		err = validateBreaker(&r)
 	default:
 		return nil, fmt.Errorf("encode: unsupported record type %T", v)
 	}
@@ -211,7 +219,7 @@ func validOutcome(o Outcome) bool {
 
 func validTimerKind(k TimerKind) bool {
 	switch k {
-	case TimerRetry, TimerBudget, TimerSleep:
+	case TimerRetry, TimerBudget, TimerSleep, TimerCircuit:
 		return true
 	}
 	return false
@@ -227,7 +235,9 @@ func DecodeSpawn(b []byte) (*Spawn, error) {
 	if err := dec.Decode(&r); err != nil {
 		return nil, fmt.Errorf("decode spawn: %w", err)
 	}
-	if dec.More() {
+	// More is false before a stray '}' or ']', so ask for the next token:
+	// only the end of the input is acceptable.
+	if _, err := dec.Token(); err != io.EOF {
 		return nil, errors.New("decode spawn: trailing data")
 	}
 	if err := validateSpawn(&r); err != nil {
@@ -245,6 +255,37 @@ func validateSpawn(r *Spawn) error {
 		return fmt.Errorf("%s: generation %d and number must be at least 1", where, r.Generation)
 	case r.PID < 1:
 		return fmt.Errorf("%s: invalid pid %d", where, r.PID)
+	}
+	return nil
+}
+
+// DecodeBreaker decodes and validates a stored Breaker.
+func DecodeBreaker(b []byte) (*Breaker, error) {
+	var r Breaker
+	if err := decodeBreaker(b, &r); err != nil {
+		return nil, fmt.Errorf("decode breaker: %w", err)
+	}
+	if err := validateBreaker(&r); err != nil {
+		return nil, fmt.Errorf("decode breaker: %w", err)
+	}
+	return &r, nil
+}
+
+func validateBreaker(r *Breaker) error {
+	switch {
+	case r.Name == "":
+		return errors.New("breaker: empty name")
+	case r.State != "closed" && r.State != "open" && r.State != "half_open":
+		return fmt.Errorf("breaker %s: unknown state %q", r.Name, r.State)
+	case r.TrialSuccesses < 0 || r.Epoch < 0:
+		return fmt.Errorf("breaker %s: negative count", r.Name)
+	case r.State == "open" && r.HalfOpenAt.IsZero():
+		return fmt.Errorf("breaker %s: open without a half-open time", r.Name)
+	}
+	for _, b := range r.Window {
+		if b.Successes < 0 || b.Failures < 0 {
+			return fmt.Errorf("breaker %s: negative count in its window", r.Name)
+		}
 	}
 	return nil
 }

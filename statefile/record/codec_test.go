@@ -54,6 +54,15 @@ func TestRoundTrip(t *testing.T) {
 			func(b []byte) (any, error) { return DecodeAttempt(b) }},
 		{"budget", &Budget{Name: "payment_api", Stamps: []time.Time{t0, t0.Add(time.Second)}},
 			func(b []byte) (any, error) { return DecodeBudget(b) }},
+		{"activity waiting for its breaker", &Activity{Workflow: "w", Instance: "k", Name: "n", Generation: 1, Status: StatusWaiting, Attempts: 2,
+			Timer: &Timer{Kind: TimerCircuit, FireAt: t0, Attempt: 3, Set: t0, Source: "circuit"}, HeartbeatDetails: "row 4200 of 10000"},
+			func(b []byte) (any, error) { return DecodeActivity(b) }},
+		{"breaker closed", &Breaker{Name: "payment_api", State: "closed", Since: t0, Window: []BreakerBucket{{Start: t0, Successes: 3}, {Start: t0.Add(time.Second), Successes: 1, Failures: 2}}, Epoch: 2},
+			func(b []byte) (any, error) { return DecodeBreaker(b) }},
+		{"breaker open", &Breaker{Name: "payment_api", State: "open", Since: t0, HalfOpenAt: t0.Add(30 * time.Second), Epoch: 3},
+			func(b []byte) (any, error) { return DecodeBreaker(b) }},
+		{"breaker half-open", &Breaker{Name: "payment_api", State: "half_open", Since: t0, TrialSuccesses: 1, Epoch: 4},
+			func(b []byte) (any, error) { return DecodeBreaker(b) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -137,6 +146,12 @@ func TestEncodeInvalid(t *testing.T) {
 		{"attempt empty outcome", badOutcome, `unknown outcome ""`},
 		{"attempt no activity", noAct, "empty workflow, instance or activity name"},
 		{"budget no name", &Budget{}, "budget: empty name"},
+		{"nil breaker", (*Breaker)(nil), "nil record"},
+		{"breaker no name", &Breaker{State: "closed"}, "breaker: empty name"},
+		{"breaker unknown state", Breaker{Name: "b", State: "ajar"}, `unknown state "ajar"`},
+		{"breaker open without its end", &Breaker{Name: "b", State: "open"}, "open without a half-open time"},
+		{"breaker negative epoch", &Breaker{Name: "b", State: "closed", Epoch: -1}, "negative count"},
+		{"breaker negative window count", &Breaker{Name: "b", State: "closed", Window: []BreakerBucket{{Start: t0, Failures: -1}}}, "negative count in its window"},
 		{"activity bad outputs", &Activity{Workflow: "w", Instance: "k", Name: "n", Status: StatusPending, Outputs: json.RawMessage("{")}, "encode"},
 	}
 	for _, tt := range tests {
@@ -234,6 +249,7 @@ func FuzzDecodeActivity(f *testing.F) {
 	b, _ := Encode(sampleActivity())
 	f.Add(b)
 	f.Add([]byte(`{"workflow":"w","instance":"k","name":"n","status":"pending"}`))
+	f.Add([]byte(`{"workflow":"w","instance":"k","name":"n","status":"waiting","timer":{"kind":"circuit","fire_at":"2026-01-01T00:00:00Z","attempt":2,"set":"2026-01-01T00:00:00Z","delay":0,"source":"circuit"},"heartbeat_details":"row 7"}`))
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzRoundTrip(t, data, DecodeActivity) })
 }
 
@@ -252,6 +268,13 @@ func FuzzDecodeInstance(f *testing.F) {
 func FuzzDecodeBudget(f *testing.F) {
 	f.Add([]byte(`{"name":"api","stamps":["2026-01-01T00:00:00Z","2026-01-01T00:00:01.5Z"]}`))
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzRoundTrip(t, data, DecodeBudget) })
+}
+
+func FuzzDecodeBreaker(f *testing.F) {
+	f.Add([]byte(`{"name":"api","state":"closed","since":"2026-01-01T00:00:00Z","window":[{"start":"2026-01-01T00:00:00Z","successes":3,"failures":1}],"epoch":2}`))
+	f.Add([]byte(`{"name":"api","state":"open","since":"2026-01-01T00:00:00Z","half_open_at":"2026-01-01T00:00:30Z","epoch":3}`))
+	f.Add([]byte(`{"name":"api","state":"half_open","trial_successes":1,"epoch":4}`))
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzRoundTrip(t, data, DecodeBreaker) })
 }
 
 func BenchmarkDecodeActivity(b *testing.B) {
@@ -405,11 +428,15 @@ func TestDecoderKnowsEveryField(t *testing.T) {
 		{&Activity{}, func(b []byte) (any, error) { return DecodeActivity(b) }},
 		{&Attempt{}, func(b []byte) (any, error) { return DecodeAttempt(b) }},
 		{&Budget{}, func(b []byte) (any, error) { return DecodeBudget(b) }},
+		{&Breaker{}, func(b []byte) (any, error) { return DecodeBreaker(b) }},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%T", tt.rec), func(t *testing.T) {
 			n := 0
 			fill(t, reflect.ValueOf(tt.rec).Elem(), &n)
+			if br, ok := tt.rec.(*Breaker); ok {
+				br.State = "open" // an enum: fill's strings are not states
+			}
 			b, err := Encode(tt.rec)
 			if err != nil {
 				t.Fatal(err)
@@ -422,5 +449,29 @@ func TestDecoderKnowsEveryField(t *testing.T) {
 				t.Fatalf("round trip lost data:\n got %+v\nwant %+v", got, tt.rec)
 			}
 		})
+	}
+}
+
+func TestDecodeBreakerRefusesUnknownFields(t *testing.T) {
+	for _, in := range []string{
+		`{"name":"b","state":"closed","colour":"red"}`,
+		`{"name":"b","state":"closed"} {}`,
+		`{"name":"b","state":"shut"}`,
+	} {
+		if _, err := DecodeBreaker([]byte(in)); err == nil {
+			t.Errorf("DecodeBreaker(%s) succeeded", in)
+		}
+	}
+}
+
+func TestDecodeSpawnRefusesTrailingData(t *testing.T) {
+	good := `{"workflow":"w","instance":"k","activity":"a","generation":1,"number":1,"pid":7,"start_ticks":1,"boot_id":"b","recorded":"2026-12-01T00:00:00Z"}`
+	if _, err := DecodeSpawn([]byte(good + "\n")); err != nil {
+		t.Fatalf("valid spawn refused: %v", err)
+	}
+	for _, tail := range []string{"}", "]", "{}", " x", `"s"`} {
+		if _, err := DecodeSpawn([]byte(good + tail)); err == nil {
+			t.Errorf("spawn followed by %q was accepted", tail)
+		}
 	}
 }

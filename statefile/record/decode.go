@@ -657,6 +657,8 @@ func decodeActivity(b []byte, r *Activity) error {
 			f.fail(d.strField(&r.FailReason))
 		case "finished":
 			f.fail(d.timeField(&r.Finished))
+		case "heartbeat_details":
+			f.fail(d.strField(&r.HeartbeatDetails))
 		default:
 			f.unknown()
 		}
@@ -783,6 +785,61 @@ func (d *decoder) timesField(p *[]time.Time) error {
 		err := d.timeField(&t)
 		out = append(out, t)
 		return err
+	})
+	*p = out
+	return err
+}
+
+func decodeBreaker(b []byte, r *Breaker) error {
+	d := decoder{b: b}
+	var f fields
+	for d.top(&f); f.next(); {
+		switch string(f.key) {
+		case "name":
+			f.fail(d.strField(&r.Name))
+		case "state":
+			f.fail(d.strField(&r.State))
+		case "since":
+			f.fail(d.timeField(&r.Since))
+		case "half_open_at":
+			f.fail(d.timeField(&r.HalfOpenAt))
+		case "window":
+			f.fail(d.bucketsField(&r.Window))
+		case "trial_successes":
+			f.fail(d.intField(&r.TrialSuccesses))
+		case "epoch":
+			f.fail(d.intField(&r.Epoch))
+		default:
+			f.unknown()
+		}
+	}
+	return d.finish(&f)
+}
+
+// bucketsField decodes a breaker's window; null makes it nil, [] empty.
+func (d *decoder) bucketsField(p *[]BreakerBucket) error {
+	if d.null() {
+		*p = nil
+		return nil
+	}
+	out := []BreakerBucket{}
+	err := d.array(func(d *decoder) error {
+		var bk BreakerBucket
+		var f fields
+		for f.init(d); f.next(); {
+			switch string(f.key) {
+			case "start":
+				f.fail(d.timeField(&bk.Start))
+			case "successes":
+				f.fail(d.intField(&bk.Successes))
+			case "failures":
+				f.fail(d.intField(&bk.Failures))
+			default:
+				f.unknown()
+			}
+		}
+		out = append(out, bk)
+		return f.err
 	})
 	*p = out
 	return err

@@ -44,6 +44,10 @@ const (
 	TimerRetry  TimerKind = "retry"  // backoff before the next attempt
 	TimerBudget TimerKind = "budget" // waiting for the retry budget to free
 	TimerSleep  TimerKind = "sleep"  // a sleep activity's duration
+	// TimerCircuit: the attempt waits for its circuit breaker to let it
+	// through (the end of the break; due at once when it waits for a
+	// trial call to end).
+	TimerCircuit TimerKind = "circuit"
 )
 
 // Timer is a durable timer: data, not a goroutine.
@@ -99,6 +103,10 @@ type Activity struct {
 	LastError  *Error          `json:"last_error,omitempty"`
 	FailReason string          `json:"fail_reason,omitempty"`
 	Finished   time.Time       `json:"finished,omitzero"`
+	// HeartbeatDetails is the last non-empty content an attempt of this
+	// generation wrote to $WF_HEARTBEAT_FILE: its progress, which the
+	// next attempt gets as $WF_HEARTBEAT_DETAILS.
+	HeartbeatDetails string `json:"heartbeat_details,omitempty"`
 }
 
 // Outcome is how an attempt ended.
@@ -155,6 +163,32 @@ type Budget struct {
 	Stamps []time.Time `json:"stamps"`
 }
 
+// Breaker is the state of a circuit breaker (SPEC §11), shared by every
+// activity behind it: closed with the outcomes in its window, open until
+// HalfOpenAt, or half-open with the trial calls that succeeded.
+type Breaker struct {
+	Name string `json:"name"`
+	// State is "closed", "open" or "half_open".
+	State string    `json:"state"`
+	Since time.Time `json:"since,omitzero"`
+	// HalfOpenAt is when an open breaker lets trial calls through.
+	HalfOpenAt time.Time `json:"half_open_at,omitzero"`
+	// Window counts the outcomes in the window (closed) in buckets,
+	// oldest first.
+	Window         []BreakerBucket `json:"window,omitempty"`
+	TrialSuccesses int             `json:"trial_successes,omitempty"`
+	// Epoch counts the breaker's changes of state.
+	Epoch int `json:"epoch,omitempty"`
+}
+
+// BreakerBucket counts the outcomes of one slice of a breaker's window,
+// from Start to the next bucket's start.
+type BreakerBucket struct {
+	Start     time.Time `json:"start"`
+	Successes int       `json:"successes,omitempty"`
+	Failures  int       `json:"failures,omitempty"`
+}
+
 // Spawn identifies the process group an exec attempt runs in. The shell
 // records it as soon as the process has started, so that a later run can
 // end an attempt that a crashed engine left behind, and never touch a
@@ -185,6 +219,7 @@ type Mutation struct {
 	Budget         *Budget
 	Spawn          *Spawn
 	DeleteInstance *InstanceRef
+	Breaker        *Breaker
 }
 
 // InstanceRef names an instance.

@@ -4,7 +4,7 @@
 # its URL and pid as this activity's result.
 #
 # Environment (set by the workflow): API_PORT, API_FAIL, API_THROTTLE,
-# API_IDLE. The API exits by itself after API_IDLE without requests.
+# API_OUTAGE, API_IDLE. The API exits by itself after API_IDLE without requests.
 set -eu
 
 port=${API_PORT:-8089}
@@ -33,7 +33,7 @@ fail_start() {
 	exit 1
 }
 
-flags="-fail ${API_FAIL:-0} -throttle ${API_THROTTLE:-0} -idle ${API_IDLE:-60s}"
+flags="-fail ${API_FAIL:-0} -throttle ${API_THROTTLE:-0} -outage ${API_OUTAGE:-0s} -idle ${API_IDLE:-60s}"
 if out/flakyapi -addr "$addr" -healthcheck 2>/dev/null; then
 	pid=$(cat out/api.pid 2>/dev/null || echo 0)
 	if [ "$(cat out/api.flags 2>/dev/null || true)" = "$flags" ]; then

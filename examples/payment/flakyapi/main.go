@@ -10,7 +10,10 @@
 //	POST /shipments  {"order","charge"} -> 201 {"id",...}
 //
 // The first -throttle charge requests of each order answer 429 and the next
-// -fail answer 503, both with `Retry-After: 1`. The card 4000000000000002 is
+// -fail answer 503, both with `Retry-After: 1`. With -outage D the API is
+// down hard for D from the first charge request on: every charge request
+// answers 503 at once, without Retry-After, and counts for no order (what a
+// circuit breaker is for). The card 4000000000000002 is
 // declined with 402 {"error":"CardDeclined"}. A repeated Idempotency-Key gets
 // the stored answer back without charging (or shipping) again. The server
 // exits by itself after -idle without requests, so an example run never
@@ -59,6 +62,7 @@ func run(ctx context.Context, args []string, logOut io.Writer) error {
 	fail := fs.Int("fail", 0, "answer 503 to the first N charge requests of each order (after -throttle)")
 	throttle := fs.Int("throttle", 0, "answer 429 to the first N charge requests of each order")
 	idle := fs.Duration("idle", 60*time.Second, "exit after this long without requests")
+	outage := fs.Duration("outage", 0, "answer 503 to every charge request for this long from the first one on")
 	health := fs.Bool("healthcheck", false, "probe -addr/healthz once and exit 0 if it answers")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -73,6 +77,7 @@ func run(ctx context.Context, args []string, logOut io.Writer) error {
 	}
 	logger := log.New(logOut, "flakyapi: ", log.LstdFlags|log.Lmicroseconds)
 	api := newAPI(*throttle, *fail, logger, time.Now)
+	api.outage = *outage
 	srv := &http.Server{Handler: api, ReadHeaderTimeout: 5 * time.Second}
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -84,7 +89,7 @@ func run(ctx context.Context, args []string, logOut io.Writer) error {
 		defer done()
 		_ = srv.Shutdown(shutdownCtx)
 	}()
-	logger.Printf("listening on http://%s (throttle=%d fail=%d idle=%s)", ln.Addr(), *throttle, *fail, *idle)
+	logger.Printf("listening on http://%s (throttle=%d fail=%d outage=%s idle=%s)", ln.Addr(), *throttle, *fail, *outage, *idle)
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -152,8 +157,12 @@ type shipment struct {
 
 type api struct {
 	throttle, fail int
-	logger         *log.Logger
-	now            func() time.Time
+	// outage is how long charges fail hard from the first charge request
+	// (outageFrom) on.
+	outage     time.Duration
+	outageFrom time.Time
+	logger     *log.Logger
+	now        func() time.Time
 
 	mu       sync.Mutex
 	last     time.Time
@@ -215,6 +224,18 @@ func (a *api) createCharge(w http.ResponseWriter, r *http.Request) {
 		a.logger.Printf("POST /charges order=%s key=%s -> %d (replayed, not charged again)", in.Order, key, rep.status)
 		writeJSON(w, rep.status, rep.body)
 		return
+	}
+	if a.outage > 0 {
+		now := a.now()
+		if a.outageFrom.IsZero() {
+			a.outageFrom = now
+			a.logger.Printf("outage: charges fail for %s", a.outage)
+		}
+		if now.Sub(a.outageFrom) < a.outage {
+			a.logger.Printf("POST /charges order=%s key=%s -> 503 (outage, %s left)", in.Order, key, (a.outage - now.Sub(a.outageFrom)).Round(time.Millisecond))
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "Outage"})
+			return
+		}
 	}
 	n := a.requests[in.Order]
 	a.requests[in.Order] = n + 1

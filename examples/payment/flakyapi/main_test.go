@@ -196,3 +196,33 @@ func TestRunServesProbesAndExitsWhenIdle(t *testing.T) {
 		t.Fatal("server did not exit after -idle")
 	}
 }
+
+// TestOutage: from the first charge request on, every charge answers 503
+// without Retry-After for the outage's length; then the API behaves as
+// configured, with no order's counts used up by the outage.
+func TestOutage(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	a := newAPI(0, 1, log.New(io.Discard, "", 0), func() time.Time { return now })
+	a.outage = 10 * time.Second
+	charge := func(key string) (int, string) {
+		req := httptest.NewRequest("POST", "/charges", strings.NewReader(`{"order":"1","card":"4242"}`))
+		req.Header.Set("Idempotency-Key", key)
+		rec := httptest.NewRecorder()
+		a.ServeHTTP(rec, req)
+		return rec.Code, rec.Header().Get("Retry-After")
+	}
+	for _, off := range []time.Duration{0, time.Second, 9 * time.Second} {
+		now = now.Add(off)
+		if code, ra := charge("k"); code != 503 || ra != "" {
+			t.Fatalf("during the outage: %d Retry-After %q", code, ra)
+		}
+		now = now.Add(-off)
+	}
+	now = now.Add(10 * time.Second)
+	if code, ra := charge("k"); code != 503 || ra != "1" {
+		t.Fatalf("after the outage the order's first -fail answer: %d %q", code, ra)
+	}
+	if code, _ := charge("k"); code != 201 {
+		t.Fatalf("then the charge: %d", code)
+	}
+}

@@ -1,0 +1,218 @@
+package core
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/wf-engine/wf/executor/event"
+	"github.com/wf-engine/wf/statefile/record"
+)
+
+// ---- start-up -----------------------------------------------------------
+
+func (c *Core) initInstance(in *inst) {
+	if r := c.opts.InstanceState[in.addr]; r != nil {
+		cp := *r
+		in.rec = &cp
+	} else {
+		in.rec = &record.Instance{Workflow: in.wf.Name, Key: in.wf.Key, Created: c.now}
+	}
+	in.rec.Updated = c.now
+	c.instDirty = append(c.instDirty, in)
+
+	plan := event.Event{Time: c.now, Type: event.Plan, Workflow: in.wf.Name, Instance: in.addr}
+	for _, a := range in.acts {
+		info := event.ActivityInfo{
+			Activity:    "activity." + a.cfg.Name,
+			Kind:        string(a.cfg.Kind),
+			Action:      a.action,
+			MaxAttempts: maxAttempts(a.cfg),
+		}
+		for _, u := range a.up {
+			info.DependsOn = append(info.DependsOn, "activity."+u.cfg.Name)
+		}
+		if a.mode == ModeResume && a.rec != nil {
+			info.Attempts = a.rec.Attempts
+		}
+		plan.Activities = append(plan.Activities, info)
+	}
+	// The breakers its activities are behind, so that the views show
+	// them from the start.
+	for _, g := range c.breakerList {
+		for _, a := range in.acts {
+			if slices.ContainsFunc(a.starts, func(u gateUse) bool { return u.g == gate(g) }) {
+				plan.Circuits = append(plan.Circuits, *g.info(c, 0, 0))
+				break
+			}
+		}
+	}
+	c.emit(plan)
+
+	for _, a := range in.acts {
+		c.initActivity(a)
+	}
+}
+
+func (c *Core) initActivity(a *act) {
+	mode := a.mode
+	if mode == ModeResume && (a.rec == nil || a.rec.Generation == 0 || a.rec.Status == record.StatusSkipped) {
+		mode = ModeFresh
+	}
+	switch mode {
+	case ModeSkip:
+		a.phase = phaseDone
+		if a.rec == nil {
+			a.rec = c.newRecord(a, 0)
+		}
+	case ModeFresh:
+		gen := 1
+		if a.rec != nil {
+			gen = a.rec.Generation + 1
+			c.closeStale(a)
+		}
+		a.rec = c.newRecord(a, gen)
+		a.phase = phaseBlocked
+		c.markAct(a)
+	case ModeResume:
+		switch a.rec.Status {
+		case record.StatusSucceeded, record.StatusFailed:
+			a.phase = phaseDone
+		case record.StatusWaiting:
+			if t := a.rec.Timer; t != nil {
+				ev := c.ev(a, event.TimerRecovered)
+				ev.Attempt = t.Attempt
+				ev.FireAt = timePtr(t.FireAt)
+				ev.DelayMs = event.Ms(t.Delay)
+				ev.DelaySource = t.Source
+				c.emit(ev)
+				c.armTimer(a)
+				return
+			}
+			a.phase = phaseBlocked
+		case record.StatusRunning:
+			// Handled by recover once every activity has a phase.
+			a.phase = phaseRunning
+		default:
+			a.phase = phaseBlocked
+		}
+	}
+}
+
+func (c *Core) newRecord(a *act, gen int) *record.Activity {
+	r := &record.Activity{
+		Workflow:   a.in.wf.Name,
+		Instance:   a.in.wf.Key,
+		Name:       a.cfg.Name,
+		Generation: gen,
+		Status:     record.StatusPending,
+	}
+	if gen > 0 {
+		r.IdempotencyKey = IdempotencyKey(KeyInput{
+			StateID:         c.opts.StateID,
+			Workflow:        r.Workflow,
+			Instance:        r.Instance,
+			Activity:        r.Name,
+			InstanceCreated: a.in.rec.Created,
+			Generation:      gen,
+		})
+	}
+	return r
+}
+
+// closeStale records as interrupted the attempt of an old generation that
+// was running when the engine stopped, when the activity starts a new
+// generation instead of resuming (its definition changed meanwhile), so
+// that the attempt log never keeps an attempt "running" forever.
+func (c *Core) closeStale(a *act) {
+	r := a.rec
+	if r.Status != record.StatusRunning {
+		return
+	}
+	prev := c.opts.Running[a.in.addr][r.Name]
+	if prev == nil || prev.Generation != r.Generation || prev.Outcome != record.OutcomeRunning {
+		return
+	}
+	att := *prev
+	att.End = c.now
+	att.Outcome = record.OutcomeInterrupted
+	att.Error = &record.Error{Type: "interrupted", Message: "the engine stopped while the attempt was running; the activity then started over (its definition changed)"}
+	c.markAtt(&att)
+}
+
+// recover handles an attempt that was running when the engine stopped: it
+// is recorded as interrupted and the next attempt starts at once, unless
+// the shell found its processes still alive (the activity is then held).
+func (c *Core) recover(a *act) {
+	if a.phase != phaseRunning || a.cur != nil {
+		return
+	}
+	r := a.rec
+	n := max(r.Attempts, 1)
+	if o, ok := c.opts.Orphans[a.in.addr][r.Name]; ok {
+		if len(o.Survivors) > 0 || o.Err != "" {
+			a.phase = phaseHeld
+			ev := c.ev(a, event.OrphanAlive)
+			ev.Attempt = n
+			ev.ProcessGroup = o.ProcessGroup
+			ev.PIDs = slices.Clone(o.Survivors)
+			msg := o.Err
+			if msg == "" {
+				msg = fmt.Sprintf("attempt %d, left running by a previous wf, is still alive after SIGKILL (%s); its next attempt is not started so that two attempts never run at once: end %s and run wf apply again",
+					n, pidList(o.Survivors), itThem(len(o.Survivors)))
+			}
+			ev.Error = &event.Error{Type: "orphan_alive", Message: msg}
+			c.emit(ev)
+			return
+		}
+		if o.ProcessGroup != 0 || len(o.Killed) > 0 {
+			ev := c.ev(a, event.OrphanEnded)
+			ev.Attempt = n
+			ev.ProcessGroup = o.ProcessGroup
+			ev.PIDs = slices.Clone(o.Killed)
+			c.emit(ev)
+		}
+	}
+	if prev := c.opts.Running[a.in.addr][r.Name]; prev != nil && prev.Generation == r.Generation && prev.Number == n {
+		cp := *prev
+		a.cur = &cp
+	} else {
+		start := c.now
+		if n == 1 && !r.FirstStart.IsZero() {
+			start = r.FirstStart
+		}
+		a.cur = &record.Attempt{
+			Workflow:       r.Workflow,
+			Instance:       r.Instance,
+			Activity:       r.Name,
+			Generation:     r.Generation,
+			Number:         n,
+			IdempotencyKey: r.IdempotencyKey,
+			Start:          start,
+			Outcome:        record.OutcomeRunning,
+		}
+	}
+	// Not counted in c.running: nothing is in flight in this process.
+	c.interrupted(a, "the engine stopped while the attempt was running", c.now)
+}
+
+func pidList(pids []int) string {
+	parts := make([]string, len(pids))
+	for i, p := range pids {
+		parts[i] = strconv.Itoa(p)
+	}
+	if len(pids) == 1 {
+		return "PID " + parts[0]
+	}
+	return "PIDs " + strings.Join(parts, ", ")
+}
+
+func itThem(n int) string {
+	if n == 1 {
+		return "it"
+	}
+	return "them"
+}
+
+// unblock decides what a blocked activity does given its upstreams.

@@ -56,7 +56,7 @@ func (cmd *HistoryCommand) Run(ctx context.Context, args []string) error {
 		return cmd.historyTemporal(ctx, wf, key, activity)
 	}
 
-	store, err := c.openState(&cmd.flags, dir, "wf history", true)
+	store, err := c.openStateReader(ctx, &cmd.flags, dir, "wf history")
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/wf-engine/wf/config"
 	"github.com/wf-engine/wf/planner"
-	"github.com/wf-engine/wf/statefile"
 )
 
 // PlanCommand shows what wf apply would run, against the current state.
@@ -53,7 +52,7 @@ func (cmd *PlanCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	plan, err := c.planReadOnly(cfg, stateDir, planner.Options{
+	plan, err := c.planReadOnly(ctx, cfg, stateDir, planner.Options{
 		Workflow: cmd.flags.workflow,
 		Replace:  cmd.replace,
 		Now:      c.now(),
@@ -87,10 +86,10 @@ func (cmd *PlanCommand) Run(ctx context.Context, args []string) error {
 // planReadOnly builds a plan against the state in stateDir, opened
 // read-only: nothing in it is created or changed, and a configuration that
 // was never applied plans against empty state. A state held by a running
-// apply is an error (after -lock-timeout), since its plan would be stale
-// at once.
-func (c *CLI) planReadOnly(cfg *config.Config, stateDir string, opts planner.Options, flags *commonFlags) (*planner.Plan, error) {
-	store, err := statefile.Open(stateDir, statefile.Options{Command: "wf plan", ReadOnly: true, LockTimeout: flags.lockTimeout})
+// apply is read through that apply (openReader): the plan is what it is
+// at that moment.
+func (c *CLI) planReadOnly(ctx context.Context, cfg *config.Config, stateDir string, opts planner.Options, flags *commonFlags) (*planner.Plan, error) {
+	store, err := c.openReader(ctx, stateDir, "wf plan", flags.lockTimeout)
 	if err != nil {
 		return nil, err // names the state directory, or the holder of its lock
 	}

@@ -82,6 +82,22 @@ func (c *CLI) openState(flags *commonFlags, dir, command string, readOnly bool) 
 	return store, nil
 }
 
+// openStateReader opens the existing state of the configuration in dir for
+// reading (openReader): from the store, or from the apply that holds it.
+// Like openState it creates nothing, and a missing state is errNoState.
+func (c *CLI) openStateReader(ctx context.Context, flags *commonFlags, dir, command string) (stateReader, error) {
+	stateDir, err := c.stateDirOf(flags, dir)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Lstat(stateDir); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w in %s: wf apply creates it", errNoState, stateDir)
+	} else if err != nil {
+		return nil, fmt.Errorf("open state: %w", err)
+	}
+	return c.openReader(ctx, stateDir, command, flags.lockTimeout)
+}
+
 // stateDirOf is the state directory of the configuration in dir.
 func (c *CLI) stateDirOf(flags *commonFlags, dir string) (string, error) {
 	abs, err := absDir(dir)
@@ -115,7 +131,7 @@ func (cmd *StateListCommand) Run(ctx context.Context, args []string) error {
 		}
 		return cmd.listTemporal(ctx)
 	}
-	store, err := c.openState(&cmd.flags, dir, "wf state list", true)
+	store, err := c.openStateReader(ctx, &cmd.flags, dir, "wf state list")
 	if errors.Is(err, errNoState) {
 		return nil // nothing applied yet: nothing to list
 	}
@@ -197,7 +213,7 @@ func (cmd *StateShowCommand) Run(ctx context.Context, args []string) error {
 		}
 		return cmd.showTemporal(ctx, wf, key)
 	}
-	store, err := c.openState(&cmd.flags, dir, "wf state show", true)
+	store, err := c.openStateReader(ctx, &cmd.flags, dir, "wf state show")
 	if err != nil {
 		return err
 	}
@@ -215,7 +231,7 @@ func (cmd *StateShowCommand) Run(ctx context.Context, args []string) error {
 }
 
 // findInstance returns the instance record or a "not in state" error.
-func findInstance(store *statefile.Store, wf, key string) (*record.Instance, error) {
+func findInstance(store stateReader, wf, key string) (*record.Instance, error) {
 	inst, err := store.Instance(wf, key)
 	if err != nil {
 		return nil, err

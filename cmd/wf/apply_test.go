@@ -169,7 +169,7 @@ func TestApplyFailed(t *testing.T) {
 	}
 	for _, want := range []string{
 		"activity.boom: attempt 1 failed (exit:3); retry 2 in 5ms",
-		"activity.boom: failed after 2 attempts (max attempts): exit:3",
+		"activity.boom: failed after 2 attempts (max_attempts): exit:3",
 		"Apply failed!",
 	} {
 		if !strings.Contains(r.stdout, want) {

@@ -288,7 +288,7 @@ func writeInstance(w io.Writer, inst *record.Instance, acts map[string]*record.A
 				msg += ": " + oneLine(e.Message, maxShownOutput)
 			}
 			if e.NonRetryable {
-				msg += " (non-retryable)"
+				msg += " (non_retryable)"
 			}
 			fmt.Fprintf(tw, "  last error\t%s\n", msg)
 		}

@@ -300,8 +300,10 @@ func fmtActivityEnd(e event.Event, how string) string {
 	return fmt.Sprintf("%s: %s after %d %s", e.Activity, how, e.Attempt, plural(e.Attempt, "attempt", "attempts"))
 }
 
-// fmtReason turns a reason code (max_attempts) into words (max attempts).
-func fmtReason(reason string) string { return strings.ReplaceAll(reason, "_", " ") }
+// fmtReason is a reason code as the plain output shows it: spelled as in
+// the JSON events, wf state show, the dashboard and the docs
+// (non_retryable, max_attempts, upstream_failed).
+func fmtReason(reason string) string { return reason }
 
 func fmtActivitySkipped(e event.Event) string {
 	if e.Reason == event.ReasonUpstreamFailed {

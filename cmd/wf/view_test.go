@@ -39,7 +39,7 @@ func TestPlainViewLines(t *testing.T) {
 			batch: []event.Event{fail(3, "CardDeclined"), {Type: event.ActivityFailed, Instance: inst, Activity: "activity.charge_card", Attempt: 3, Reason: event.ReasonNonRetryable, Error: &event.Error{Type: "CardDeclined", Message: "card\ndeclined"}}},
 			want: []string{
 				"activity.charge_card: attempt 3 failed (CardDeclined)",
-				"activity.charge_card: failed after 3 attempts (non retryable): CardDeclined: card declined",
+				"activity.charge_card: failed after 3 attempts (non_retryable): CardDeclined: card declined",
 			},
 		},
 		{

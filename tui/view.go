@@ -460,8 +460,11 @@ func (m *Model) describe(r *row, w int) (string, string) {
 			key = fmt.Sprintf("retry %d now", r.attempt+1)
 		}
 		forms := []string{key}
-		if r.waitSrc == "server" {
+		switch r.waitSrc {
+		case "server":
 			forms = []string{key + " (server asked)", key + " (server)", key}
+		case "activity":
+			forms = []string{key + " (activity asked)", key + " (activity)", key}
 		}
 		var suffix string
 		if r.err != nil {

@@ -232,10 +232,17 @@ func fmtRetry(e event.Event) string {
 	s := fmt.Sprintf("retry %d", e.Attempt) + inMs(e.DelayMs)
 	switch e.DelaySource {
 	case "server":
+		// The executor marks any delay the activity's failure asked for
+		// "server": a Retry-After for http, the error file's retry_after
+		// for exec.
+		who := "server"
+		if e.Kind != "" && e.Kind != "http" {
+			who = "activity"
+		}
 		if e.DelayCapped && e.RequestedDelayMs != nil {
-			s += " (server asked for " + fmtDuration(ms(*e.RequestedDelayMs)) + ", capped by maximum_retry_after)"
+			s += " (" + who + " asked for " + fmtDuration(ms(*e.RequestedDelayMs)) + ", capped by maximum_retry_after)"
 		} else {
-			s += " (server asked)"
+			s += " (" + who + " asked)"
 		}
 	case "budget":
 		s += " (waiting for the retry budget)"

@@ -15,6 +15,7 @@ type PlanCommand struct {
 	out              string
 	detailedExitCode bool
 	replace          stringList
+	json             bool
 	engine           engineFlags
 }
 
@@ -26,6 +27,7 @@ func (cmd *PlanCommand) Run(ctx context.Context, args []string) error {
 	cmd.flags.register(fs)
 	fs.StringVar(&cmd.out, "out", "", "save the plan to `FILE`; wf apply FILE runs exactly that plan")
 	fs.BoolVar(&cmd.detailedExitCode, "detailed-exitcode", false, "exit 2 when the plan has changes (0 when none, 1 on error)")
+	fs.BoolVar(&cmd.json, "json", false, "print the plan as one JSON document (documented in docs/commands.md)")
 	fs.Var(&cmd.replace, "replace", "re-run `activity.NAME` (or WORKFLOW.activity.NAME) even if it succeeded (repeatable)")
 	cmd.engine.register(fs, false)
 	dir, _, err := parseConfigDir(fs, args)
@@ -60,7 +62,11 @@ func (cmd *PlanCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := planner.Render(c.Stdout, plan, c.color(c.Stdout, cmd.flags.noColor)); err != nil {
+	if cmd.json {
+		if err := writeJSON(c.Stdout, "plan", newPlanDoc(plan)); err != nil {
+			return err
+		}
+	} else if err := planner.Render(c.Stdout, plan, c.color(c.Stdout, cmd.flags.noColor)); err != nil {
 		return fmt.Errorf("render plan: %w", err)
 	}
 	if cmd.out != "" {
@@ -75,7 +81,12 @@ func (cmd *PlanCommand) Run(ctx context.Context, args []string) error {
 		if err := planner.WriteFile(cmd.out, plan, inputs); err != nil {
 			return fmt.Errorf("save plan: %w", err)
 		}
-		fmt.Fprintf(c.Stdout, "\nSaved the plan to: %s\n\nTo run exactly this plan, run:\n    wf apply %q\n", cmd.out, cmd.out)
+		if cmd.json {
+			// The document is the whole of stdout.
+			fmt.Fprintf(c.Stderr, "Saved the plan to: %s\n", cmd.out)
+		} else {
+			fmt.Fprintf(c.Stdout, "\nSaved the plan to: %s\n\nTo run exactly this plan, run:\n    wf apply %q\n", cmd.out, cmd.out)
+		}
 	}
 	if cmd.detailedExitCode && plan.HasChanges() {
 		return exitCode(exitChanges)

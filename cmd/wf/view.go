@@ -156,7 +156,7 @@ func fmtBudgetHigh(e event.Event) string {
 	return fmt.Sprintf("warning: retry budget %s is at %s", e.Budget.Name, fmtBudgetUsage(e.Budget))
 }
 
-// fmtBudgetUsage is the "9/10 retries per 1m0s" of a budget.
+// fmtBudgetUsage is the "9/10 retries per 1m" of a budget.
 func fmtBudgetUsage(b *event.BudgetUsage) string {
 	return fmt.Sprintf("%d/%d retries per %s", b.Used, b.MaxRetries, fmtDuration(ms(b.WindowMs)))
 }
@@ -373,14 +373,23 @@ func inMs(v *int64) string {
 
 // fmtDuration prints short, human durations: 250ms, 1s, 1.5s, 2m0s.
 func fmtDuration(d time.Duration) string {
+	var s string
 	switch {
 	case d < time.Second:
 		return d.Round(time.Millisecond).String()
 	case d < time.Minute:
-		return d.Round(100 * time.Millisecond).String()
+		s = d.Round(100 * time.Millisecond).String()
 	default:
-		return d.Round(time.Second).String()
+		s = d.Round(time.Second).String()
 	}
+	// 1h, 1h30m, 2m5s: no zero units at the end ("1h0m0s").
+	if strings.HasSuffix(s, "m0s") || strings.HasSuffix(s, "h0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // fmtSeconds prints a run's duration with one decimal, as in "in 4.2s".

@@ -95,7 +95,7 @@ func TestPlainViewLines(t *testing.T) {
 				fail(1, "exit:1"), retry(2, 250*time.Millisecond, "policy"),
 			},
 			want: []string{
-				"warning: retry budget api is at 8/10 retries per 1m0s",
+				"warning: retry budget api is at 8/10 retries per 1m",
 				inst + " activity.charge_card: attempt 1 failed (exit:1); retry 2 in 250ms",
 			},
 		},

@@ -131,8 +131,8 @@ func TestHistoryPromises(t *testing.T) {
 	}
 	for _, want := range []string{
 		"2026-05-06 11:55:00.000 UTC", // times with their zone
-		"  250ms  ",                    // not 0.3s
-		"1m30s (activity asked)",       // an exec's retry_after
+		"  250ms  ",                   // not 0.3s
+		"1m30s (activity asked)",      // an exec's retry_after
 		"  -- generation 2\n",
 		"wf history -full shows them whole",
 	} {

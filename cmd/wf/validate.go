@@ -6,7 +6,6 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
-	"github.com/wf-engine/wf/config"
 	"github.com/wf-engine/wf/planner"
 )
 
@@ -29,7 +28,7 @@ func (cmd *ValidateCommand) Run(_ context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg, diags := config.Load(dir, cmd.flags.loadOptions(c.Environ))
+	cfg, diags := loadWithChecks(dir, cmd.flags.loadOptions(c.Environ))
 	if cfg != nil && !diags.HasErrors() {
 		selected, err := selectWorkflow(cfg, cmd.flags.workflow)
 		if err != nil {

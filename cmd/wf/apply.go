@@ -245,6 +245,9 @@ func (cmd *ApplyCommand) showPlan(plan *planner.Plan) error {
 // approve asks for "yes" on the terminal.
 func (cmd *ApplyCommand) approve() error {
 	c := cmd.cli
+	if !cmd.flags.input {
+		return errors.New("wf apply -input=false needs -auto-approve (or a plan saved by wf plan -out): it may not ask for approval")
+	}
 	if !c.IsTerminal(c.Stdin) {
 		return errors.New("wf apply needs -auto-approve when stdin is not a terminal")
 	}

@@ -23,6 +23,9 @@ type commonFlags struct {
 	stateDir    string
 	noColor     bool
 	lockTimeout time.Duration
+	// input is -input: false means never ask (Terraform's flag, for
+	// scripts and CI).
+	input bool
 }
 
 func (f *commonFlags) register(fs *flag.FlagSet) {
@@ -35,6 +38,7 @@ func (f *commonFlags) register(fs *flag.FlagSet) {
 		// The configuration commands that hold the state's lock while
 		// they work.
 		f.registerLock(fs)
+		fs.BoolVar(&f.input, "input", true, "ask for input when needed; -input=false never asks (wf apply then needs -auto-approve or a saved plan)")
 	}
 }
 

@@ -71,9 +71,10 @@ func docCommands(t *testing.T, path string) []docCommand {
 	}
 	var out []docCommand
 	var block []line
-	in := false
+	in, plain, skipping := false, false, false
 	flush := func() {
-		prompted := false
+		// A plain block (no language) is output, except its "$ " lines.
+		prompted := plain
 		for _, l := range block {
 			prompted = prompted || strings.HasPrefix(strings.TrimSpace(l.text), "$ ")
 		}
@@ -101,13 +102,27 @@ func docCommands(t *testing.T, path string) []docCommand {
 	for i, text := range strings.Split(string(b), "\n") {
 		if strings.HasPrefix(strings.TrimSpace(text), "```") {
 			if in {
-				flush()
+				if !skipping {
+					flush()
+				}
+				in, skipping = false, false
+				block = nil
+				continue
 			}
-			in = !in && shellFence.MatchString(text)
+			plain = strings.TrimSpace(text) == "```"
+			in = plain || shellFence.MatchString(text)
+			if !in {
+				// Another language: skip to its closing fence.
+				in, plain = true, true
+				block = nil
+				skipping = true
+			}
 			continue
 		}
 		if in {
-			block = append(block, line{i + 1, text})
+			if !skipping {
+				block = append(block, line{i + 1, text})
+			}
 			continue
 		}
 		for _, m := range inlineCode.FindAllStringSubmatch(text, -1) {
@@ -252,7 +267,7 @@ func checkDocCommand(t *testing.T, root, where string, args []string, isExample,
 	rest := args[1:]
 	if args[0] == "state" || (args[0] == "help" && len(rest) > 0) {
 		if args[0] == "help" {
-			if !placeholder.MatchString(rest[0]) && findCommand(rest[0]) == nil {
+			if !placeholder.MatchString(rest[0]) && !strings.ContainsAny(rest[0], "<>[]") && findCommand(rest[0]) == nil {
 				t.Errorf("%s: wf help of no command %q", where, rest[0])
 			}
 			return false

@@ -13,6 +13,11 @@ import (
 // stateReader is the state as the reading commands see it: the store
 // opened read-only, or, while a wf apply holds it, that apply answering
 // over its event socket (SPEC §8). Both give the same records.
+//
+// A new reading command (wf output, SPEC §10) works during an apply by
+// opening the state with openStateReader (or openReader) instead of
+// statefile.Open and reading through this interface; a read it needs that
+// livestate.Source lacks is added there, with its op in livestate.Serve.
 type stateReader interface {
 	livestate.Source
 	Close() error

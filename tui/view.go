@@ -484,6 +484,11 @@ func (m *Model) describe(r *row, w int) (string, string) {
 		if r.fireAt.IsZero() {
 			return s.sleep.Render("◔"), s.sleep.Render(fit(w, "sleeping "+fmtDur(m.now.Sub(r.started))))
 		}
+		if !r.fireAt.After(m.now) {
+			// Past its end (a resumed sleep whose end passed while wf was
+			// stopped): it ends at once.
+			return s.sleep.Render("◔"), s.sleep.Render(fit(w, "sleep due now", "due now"))
+		}
 		left := fmtDur(r.fireAt.Sub(m.now))
 		return s.sleep.Render("◔"), m.withBar([]string{"sleeping " + left + " left", left + " left"}, "", r, w, s.sleep)
 	case stSucceeded:

@@ -296,7 +296,12 @@ func fmtActivityFailed(e event.Event) string {
 	if e.Error != nil {
 		s += ": " + errType(e.Error)
 		if e.Error.Message != "" {
-			s += ": " + oneLine(e.Error.Message, 200)
+			msg := oneLine(e.Error.Message, 200)
+			s += ": " + msg
+			if msg != strings.Join(strings.Fields(e.Error.Message), " ") {
+				// Cut: say where the whole of it is.
+				s += fmt.Sprintf(" (wf history -full %s %s shows it whole)", e.Instance, strings.TrimPrefix(e.Activity, "activity."))
+			}
 		}
 	}
 	return s

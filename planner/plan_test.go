@@ -358,6 +358,11 @@ func TestBuildErrors(t *testing.T) {
 		{"unknown replace address", orderConfig, nil, Options{Replace: []string{"activity.nope"}}, "Replace address matches no activity", "activity.nope"},
 		{"replace in another workflow", orderConfig, nil, Options{Replace: []string{"billing.activity.ship"}}, "Replace address matches no activity", "billing.activity.ship"},
 		{"malformed replace address", orderConfig, nil, Options{Replace: []string{"ship"}}, "Invalid replace address", `"ship"`},
+		{"ambiguous replace address", func() *config.Config {
+			cfg := orderConfig()
+			cfg.Workflows = append(cfg.Workflows, workflow("billing", "default", act("ship", config.KindExec, 50)))
+			return cfg
+		}, nil, Options{Replace: []string{"activity.ship"}}, "Ambiguous replace address", "-replace=order.activity.ship or -replace=billing.activity.ship"},
 		{"unknown workflow", orderConfig, nil, Options{Workflow: "billing"}, "Unknown workflow", "declared: order"},
 		{"state read error", orderConfig, memState{err: errors.New("disk on fire")}, Options{}, "Cannot read state", "read state of order/order-1001: disk on fire"},
 		{"cycle", func() *config.Config {

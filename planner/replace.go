@@ -44,7 +44,7 @@ func parseReplace(addrs []string, wfs []*config.Workflow) (replaceSet, hcl.Diagn
 			continue
 		}
 		matched := false
-		var candidates []string
+		var candidates, hits []string
 		for _, wf := range wfs {
 			if wfName != "" && wf.Name != wfName {
 				continue
@@ -70,9 +70,16 @@ func parseReplace(addrs []string, wfs []*config.Workflow) (replaceSet, hcl.Diagn
 				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Replace address matches no element", Detail: detail})
 				matched = true
 			default:
-				set[replaceKey(wf.Name, addr.StateName())] = true
+				hits = append(hits, wf.Name)
 				matched = true
 			}
+		}
+		if d := ambiguousReplace(raw, addr, hits); d != nil {
+			diags = append(diags, d)
+			continue
+		}
+		for _, w := range hits {
+			set[replaceKey(w, addr.StateName())] = true
 		}
 		if !matched {
 			detail := fmt.Sprintf("-replace=%s does not name an activity of the planned workflows.", raw)
@@ -95,6 +102,26 @@ func parseReplace(addrs []string, wfs []*config.Workflow) (replaceSet, hcl.Diagn
 		}
 	}
 	return set, diags
+}
+
+// ambiguousReplace is the error of a short address (activity.NAME) that
+// names an activity of several workflows, listing the full addresses to
+// choose from, so that one -replace never re-runs two activities by
+// surprise; nil for one workflow (or none: said by the caller).
+func ambiguousReplace(raw string, addr config.Address, workflows []string) *hcl.Diagnostic {
+	if len(workflows) < 2 {
+		return nil
+	}
+	full := make([]string, len(workflows))
+	for i, wf := range workflows {
+		full[i] = "-replace=" + wf + "." + addr.String()
+	}
+	return &hcl.Diagnostic{
+		Severity: hcl.DiagError,
+		Summary:  "Ambiguous replace address",
+		Detail: fmt.Sprintf("-replace=%s names an activity of %d workflows; say which with its full address: %s.",
+			raw, len(workflows), strings.Join(full, " or ")),
+	}
 }
 
 func hasKey(keys []string, k string) bool {

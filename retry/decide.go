@@ -61,6 +61,12 @@ type Decision struct {
 	Err error
 }
 
+// NotRetriedByDefault reports the error types that say the configuration
+// is wrong (exec:not_found, a command that does not exist): no rule
+// retries them unless it names them, in retryable_errors or in its on
+// patterns.
+func NotRetriedByDefault(errorType string) bool { return errorType == "exec:not_found" }
+
 // Decide applies SPEC §3 to one failure: it picks the deciding rule and
 // says whether and when to retry. The budget is not consulted here: it is
 // shared state the executor checks once Decide says yes.
@@ -97,6 +103,12 @@ func Decide(in Input) Decision {
 	n := counts[idx]
 
 	if MatchAny(pol.NonRetryable, in.Failure.Type) {
+		return no(ReasonNonRetryable)
+	}
+	if NotRetriedByDefault(in.Failure.Type) && !MatchAny(pol.Retryable, in.Failure.Type) &&
+		(len(rule.On) == 0 || !MatchAny(rule.On, in.Failure.Type)) {
+		// A mistake in the configuration: retrying cannot fix it, unless
+		// the user said so by naming it.
 		return no(ReasonNonRetryable)
 	}
 	if len(pol.Retryable) > 0 && !MatchAny(pol.Retryable, in.Failure.Type) {

@@ -56,6 +56,21 @@ func TestDecide(t *testing.T) {
 			want: Decision{Rule: 0, RuleCounts: []int{1}, Reason: ReasonNonRetryable},
 		},
 		{
+			name: "exec:not_found is not retried by default",
+			in:   Input{Rules: plain, Failure: Failure{Type: "exec:not_found"}, Attempt: 1, FirstStart: t0, Now: t0},
+			want: Decision{Rule: 0, RuleCounts: []int{1}, Reason: ReasonNonRetryable},
+		},
+		{
+			name: "exec:not_found retried when retryable_errors names it",
+			in:   Input{Rules: rule(func(r *Rule) { r.Policy.Retryable = []string{"exec:not_found"} }), Failure: Failure{Type: "exec:not_found"}, Attempt: 1, FirstStart: t0, Now: t0},
+			want: Decision{Retry: true, Rule: 0, RuleCounts: []int{1}, Delay: time.Second, Source: SourcePolicy},
+		},
+		{
+			name: "exec:not_found retried by a rule on it",
+			in:   Input{Rules: rule(func(r *Rule) { r.On = []string{"exec:*"} }), Failure: Failure{Type: "exec:not_found"}, Attempt: 1, FirstStart: t0, Now: t0},
+			want: Decision{Retry: true, Rule: 0, RuleCounts: []int{1}, Delay: time.Second, Source: SourcePolicy},
+		},
+		{
 			name: "retryable_errors matched",
 			in:   Input{Rules: rule(func(r *Rule) { r.Policy.Retryable = []string{"http:5*"} }), Failure: Failure{Type: "http:502"}, Attempt: 1, FirstStart: t0, Now: t0},
 			want: Decision{Retry: true, Rule: 0, RuleCounts: []int{1}, Delay: time.Second, Source: SourcePolicy},

@@ -93,7 +93,7 @@ func (si *stateInfo) recordBytes() int {
 
 func inspect(dir string) (*stateInfo, error) {
 	si := &stateInfo{dir: dir}
-	for _, name := range []string{lockName, logName, gitignoreName, checkpointName} {
+	for _, name := range []string{lockName, logName, logOldName, gitignoreName, checkpointName} {
 		if _, err := lstatRegular(dir, filepath.Join(dir, name)); err != nil {
 			return nil, err
 		}

@@ -80,7 +80,41 @@ func openWriter(dir string, opts Options) (_ *Store, err error) {
 	if err := s.finishSchema(); err != nil {
 		return nil, err
 	}
+	s.logOpened(si)
 	return s, nil
+}
+
+// logOpened says in wf.log who took the state and what opening it took:
+// the records replayed from the log, a torn record cleared, crash residue
+// removed, a migration.
+func (s *Store) logOpened(si *stateInfo) {
+	var did []string
+	switch si.kind {
+	case kindLog:
+		did = append(did, fmt.Sprintf("%d log %s replayed after the checkpoint", len(si.records), plural(len(si.records), "record", "records")))
+		if si.torn != nil {
+			did = append(did, "a record a crash cut short at the end of the log cleared (it was never acknowledged)")
+		}
+		if n := len(si.memFiles) + len(si.leftovers); n > 0 {
+			did = append(did, fmt.Sprintf("%d %s left by a crash removed", n, plural(n, "file", "files")))
+		}
+	case kindLegacy:
+		did = append(did, "migrated from schema 1 (database only)")
+	default:
+		did = append(did, "created")
+	}
+	cmd := s.opts.Command
+	if cmd == "" {
+		cmd = "a writer"
+	}
+	s.Logf(LogInfo, "state opened by %s (pid %d), lock held exclusively: %s", cmd, os.Getpid(), strings.Join(did, "; "))
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 func wrapOpen(dir string, err error) error {

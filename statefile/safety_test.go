@@ -120,7 +120,7 @@ func chmod(t *testing.T, path string, mode fs.FileMode) {
 // and dangling) where wf keeps its files: every open refuses the state,
 // the target is untouched and a dangling target is not created.
 func TestPlantedLinksAreRefused(t *testing.T) {
-	names := []string{lockName, logName, checkpointName, gitignoreName, socketName, dbName, walName,
+	names := []string{lockName, logName, logOldName, checkpointName, gitignoreName, socketName, dbName, walName,
 		"db/MANIFEST", "db/KEYREGISTRY", "db/000001.sst", "db/000001.vlog", "db/00001.mem", "db/DISCARD",
 		"wal/0000000000000001.wal", "wal/0000000000000009.wal"}
 	for _, name := range names {

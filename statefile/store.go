@@ -17,9 +17,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,6 +33,7 @@ const (
 	dbName        = "db"
 	walName       = "wal"
 	logName       = "wf.log"
+	logOldName    = "wf.log.1"
 	// socketName is the executor's event socket (cmd/wf names it too);
 	// the store only refuses a link planted under that name.
 	socketName = "events.sock"
@@ -262,7 +261,9 @@ func (s *Store) closeWriter() error {
 			// log, so leave Badger as it is; the lock stays held until
 			// this process exits, so no other wf opens the state while
 			// this one's database is still open.
-			return fmt.Errorf("state in %s was not closed cleanly (%w); the next wf apply recovers it from the log", s.dir, failed)
+			err := fmt.Errorf("state in %s was not closed cleanly (%w); the next wf apply recovers it from the log", s.dir, failed)
+			s.Logf(LogError, "%v", err)
+			return err
 		}
 	}
 	var errs []error
@@ -275,6 +276,11 @@ func (s *Store) closeWriter() error {
 	}
 	if err := tightenDir(dbDir); err != nil {
 		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		s.Logf(LogError, "state closed with an error: %v", err)
+	} else {
+		s.Logf(LogInfo, "state closed cleanly (checkpoint written), lock released")
 	}
 	errs = append(errs, w.wal.close(), s.log.close(), s.lock.release())
 	return errors.Join(errs...)
@@ -299,60 +305,4 @@ func (s *Store) snapshot() *snapshot {
 		snap.txn = s.db.NewTransaction(false)
 	}
 	return snap
-}
-
-// fileLogger sends Badger's warnings and errors to wf.log (and Logf), never
-// to the terminal the TUI is drawing on. A reader's logger has no file.
-type fileLogger struct {
-	mu    sync.Mutex
-	f     *os.File
-	extra func(format string, args ...any)
-}
-
-func openLog(stateDir, path string, extra func(string, ...any)) (*fileLogger, error) {
-	f, err := openStateFile(stateDir, path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("open log: %w", err)
-	}
-	if err := tightenFile(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("open log: %w", err)
-	}
-	return &fileLogger{f: f, extra: extra}, nil
-}
-
-func (l *fileLogger) write(level, format string, args []any) {
-	msg := strings.TrimRight(fmt.Sprintf(format, args...), "\n")
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.f != nil {
-		fmt.Fprintf(l.f, "%s %s badger: %s\n", time.Now().Format(time.RFC3339), level, msg)
-	}
-	if l.extra != nil {
-		l.extra("badger %s: %s", level, msg)
-	}
-}
-
-func (l *fileLogger) Errorf(format string, args ...any)   { l.write("ERROR", format, args) }
-func (l *fileLogger) Warningf(format string, args ...any) { l.write("WARNING", format, args) }
-
-// Infof and Debugf are dropped: Badger is chatty at those levels.
-func (l *fileLogger) Infof(string, ...any)  {}
-func (l *fileLogger) Debugf(string, ...any) {}
-
-func (l *fileLogger) close() error {
-	if l == nil {
-		return nil
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.f == nil {
-		return nil
-	}
-	err := l.f.Close()
-	l.f = nil
-	if err != nil {
-		return fmt.Errorf("close log: %w", err)
-	}
-	return nil
 }

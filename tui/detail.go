@@ -230,7 +230,7 @@ func (m *Model) renderError(w int) []string {
 		if e.NonRetryable {
 			flag = "yes: the activity flagged it"
 		}
-		body = append(body, field("non-retryable", flag)...)
+		body = append(body, field("non_retryable", flag)...)
 		if r.st == stFailed && r.reason != "" {
 			body = append(body, field("reason", r.reason+": "+reasonLong(r.reason, e))...)
 		}

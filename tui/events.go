@@ -94,8 +94,19 @@ type retryNote struct {
 	delay   time.Duration
 }
 
+// delaySource is where a retry's delay came from, as the dashboard says
+// it: a delay the executor marks "server" is the server's Retry-After only
+// for an http activity; for exec it is the retry_after the activity wrote
+// to its error file ("activity").
+func delaySource(ev *event.Event) string {
+	if ev.DelaySource == event.SourceServer && ev.Kind != "" && ev.Kind != "http" {
+		return "activity"
+	}
+	return ev.DelaySource
+}
+
 func noteRetry(ev *event.Event) retryNote {
-	n := retryNote{attempt: ev.Attempt, source: ev.DelaySource}
+	n := retryNote{attempt: ev.Attempt, source: delaySource(ev)}
 	if ev.DelayMs != nil {
 		n.delay = time.Duration(*ev.DelayMs) * time.Millisecond
 	} else if ev.FireAt != nil {
@@ -255,10 +266,10 @@ func (m *Model) apply(ev *event.Event) {
 		r.st = stAttemptFailed
 	case event.RetryScheduled:
 		r.st = stRetryWait
-		r.waitSrc = ev.DelaySource
+		r.waitSrc = delaySource(ev)
 		r.setWait(ev.Time, ev.FireAt, ev.DelayMs)
 		if a := r.lastAttempt(ev.Attempt - 1); a != nil && ev.DelaySource != "manual" {
-			a.wait, a.hasWait, a.waitSrc = r.waitTotal, true, ev.DelaySource
+			a.wait, a.hasWait, a.waitSrc = r.waitTotal, true, delaySource(ev)
 		}
 		r.nextAttempt(ev.Attempt)
 	case event.CircuitWait:
@@ -284,7 +295,7 @@ func (m *Model) apply(ev *event.Event) {
 			r.st = stSleeping
 		} else {
 			r.st = stRetryWait
-			r.waitSrc = ev.DelaySource
+			r.waitSrc = delaySource(ev)
 			r.nextAttempt(ev.Attempt)
 		}
 		r.setWait(ev.Time, ev.FireAt, ev.DelayMs)

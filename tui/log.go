@@ -183,8 +183,11 @@ func (n retryNote) text() string {
 		return fmt.Sprintf("retry %d fired now", n.attempt)
 	}
 	text := fmt.Sprintf("retry %d in %s", n.attempt, fmtDur(n.delay))
-	if n.source == "server" {
+	switch n.source {
+	case "server":
 		text += " (server asked)"
+	case "activity":
+		text += " (activity asked)"
 	}
 	return text
 }

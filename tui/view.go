@@ -180,11 +180,20 @@ func (m *Model) renderDashboard(w int) []string {
 	return out
 }
 
+// retryRate is retries / attempts as wf stats prints it (SPEC §9; the
+// WfRetryRateHigh alert's ratio): "25.0%", "0.0%" before any attempt.
+func retryRate(retries, attempts int) string {
+	if attempts == 0 {
+		return "0.0%"
+	}
+	return fmt.Sprintf("%.1f%%", 100*float64(retries)/float64(attempts))
+}
+
 // header is the title with the run's figures, the state counts, the
 // budget gauges and the status line.
 func (m *Model) header(w int, l layout) []string {
 	s := m.styles
-	stats := fmt.Sprintf("elapsed %s · attempts %d · retries %d", fmtDur(m.elapsed()), m.attempts, m.retries)
+	stats := fmt.Sprintf("elapsed %s · attempts %d · retries %d · retry rate %s", fmtDur(m.elapsed()), m.attempts, m.retries, retryRate(m.retries, m.attempts))
 	if m.final.Completed {
 		st := s.ok
 		if m.final.Status != event.StatusSucceeded {
@@ -457,8 +466,11 @@ func (m *Model) describe(r *row, w int) (string, string) {
 			key = fmt.Sprintf("retry %d now", r.attempt+1)
 		}
 		forms := []string{key}
-		if r.waitSrc == "server" {
+		switch r.waitSrc {
+		case "server":
 			forms = []string{key + " (server asked)", key + " (server)", key}
+		case "activity":
+			forms = []string{key + " (activity asked)", key + " (activity)", key}
 		}
 		var suffix string
 		if r.err != nil {
@@ -477,6 +489,11 @@ func (m *Model) describe(r *row, w int) (string, string) {
 	case stSleeping:
 		if r.fireAt.IsZero() {
 			return s.sleep.Render("◔"), s.sleep.Render(fit(w, "sleeping "+fmtDur(m.now.Sub(r.started))))
+		}
+		if !r.fireAt.After(m.now) {
+			// Past its end (a resumed sleep whose end passed while wf was
+			// stopped): it ends at once.
+			return s.sleep.Render("◔"), s.sleep.Render(fit(w, "sleep due now", "due now"))
 		}
 		left := fmtDur(r.fireAt.Sub(m.now))
 		return s.sleep.Render("◔"), m.withBar([]string{"sleeping " + left + " left", left + " left"}, "", r, w, s.sleep)
@@ -582,19 +599,10 @@ func errText(e *event.Error) string {
 	return errType(e)
 }
 
+// reasonText is the failure reason, spelled as in the JSON events, wf
+// state show and the docs (non_retryable, max_attempts, ...).
 func reasonText(reason string) string {
-	switch reason {
-	case event.ReasonNonRetryable:
-		return " (non-retryable)"
-	case event.ReasonMaxAttempts:
-		return " (max attempts)"
-	case event.ReasonExpired:
-		return " (expired)"
-	case event.ReasonRetryIf:
-		return " (retry_if false)"
-	case event.ReasonBudgetExhausted:
-		return " (budget exhausted)"
-	case "":
+	if reason == "" {
 		return ""
 	}
 	return " (" + reason + ")"

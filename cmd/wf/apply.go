@@ -15,6 +15,7 @@ import (
 	"github.com/wf-engine/wf/executor/activity"
 	"github.com/wf-engine/wf/executor/core"
 	"github.com/wf-engine/wf/executor/event"
+	"github.com/wf-engine/wf/executor/livestate"
 	"github.com/wf-engine/wf/planner"
 	"github.com/wf-engine/wf/statefile"
 	"github.com/wf-engine/wf/tui"
@@ -33,6 +34,10 @@ type ApplyCommand struct {
 	replace     stringList
 	engine      engineFlags
 	metrics     metricsFlags
+	// bus and ctl exist from when the state is locked: its socket answers
+	// wf watch and the reading commands from then on (serve).
+	bus *event.Bus
+	ctl *controller
 	// stdout and stderr wrap the CLI's streams: once a write fails (a
 	// closed pipe or terminal) they swallow what follows, so that no view
 	// and no message can stop the run.
@@ -113,11 +118,11 @@ func (cmd *ApplyCommand) applyDir(ctx context.Context, dir string) error {
 	if err != nil {
 		return err
 	}
-	store, plan, err := cmd.lockAndPlan(cfg, cmd.flags.workflow, cmd.replace)
+	store, plan, closeState, err := cmd.lockAndPlan(ctx, cfg, cmd.flags.workflow, cmd.replace)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
+	defer closeState()
 	if err := cmd.showPlan(plan); err != nil {
 		return err
 	}
@@ -154,11 +159,11 @@ func (cmd *ApplyCommand) applySaved(ctx context.Context, path string) error {
 	if err != nil {
 		return err
 	}
-	store, fresh, err := cmd.lockAndPlan(cfg, inputs.Workflow, inputs.Replace)
+	store, fresh, closeState, err := cmd.lockAndPlan(ctx, cfg, inputs.Workflow, inputs.Replace)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
+	defer closeState()
 	if err := planner.CheckStale(saved, fresh); err != nil {
 		// err starts with "saved plan is stale".
 		return fmt.Errorf("%w; run wf plan again", err)
@@ -169,19 +174,25 @@ func (cmd *ApplyCommand) applySaved(ctx context.Context, path string) error {
 	return cmd.execute(ctx, cfg, store, fresh)
 }
 
-// lockAndPlan opens the state of cfg, creating it if need be, and plans
-// against it. The lock is taken before planning, so nothing can change the
-// state between the plan that is approved or checked and the run. The
-// caller closes the store.
-func (cmd *ApplyCommand) lockAndPlan(cfg *config.Config, workflow string, replace []string) (*statefile.Store, *planner.Plan, error) {
+// lockAndPlan opens the state of cfg, creating it if need be, serves its
+// socket, and plans against it. The lock is taken before planning, so
+// nothing can change the state between the plan that is approved or
+// checked and the run. The caller calls closeState when done.
+func (cmd *ApplyCommand) lockAndPlan(ctx context.Context, cfg *config.Config, workflow string, replace []string) (_ *statefile.Store, _ *planner.Plan, closeState func(), _ error) {
 	c := cmd.cli
 	stateDir, err := c.resolveStateDir(&cmd.flags, cfg.Dir)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	store, err := statefile.Open(stateDir, statefile.Options{Command: "wf apply", LockTimeout: cmd.flags.lockTimeout})
 	if err != nil {
-		return nil, nil, err // names the state directory, or the holder of its lock
+		return nil, nil, nil, err // names the state directory, or the holder of its lock
+	}
+	stopServe := cmd.serve(ctx, store)
+	closeState = func() {
+		// The socket goes first: nothing reads the store once it is closed.
+		stopServe()
+		store.Close()
 	}
 	plan, err := c.buildPlan(cfg, store, planner.Options{
 		Workflow: workflow,
@@ -189,10 +200,37 @@ func (cmd *ApplyCommand) lockAndPlan(cfg *config.Config, workflow string, replac
 		Now:      c.now(),
 	}, cmd.flags.noColor)
 	if err != nil {
-		store.Close()
-		return nil, nil, err
+		closeState()
+		return nil, nil, nil, err
 	}
-	return store, plan, nil
+	return store, plan, closeState, nil
+}
+
+// serve opens the event socket in the state directory as soon as the
+// state is locked: from then on wf watch follows the run, and the reading
+// commands (wf plan, history, state list|show, stats), which cannot open
+// a locked state, read it through this apply (SPEC §8), during the
+// approval prompt too. It returns the function that closes the socket.
+func (cmd *ApplyCommand) serve(ctx context.Context, store *statefile.Store) func() {
+	cmd.bus = event.NewBus()
+	// The dashboard shows its own interrupt notice.
+	cmd.ctl = &controller{stderr: cmd.stderr, quiet: cmd.useTUI()}
+	sock, err := event.Serve(ctx, filepath.Join(store.Dir(), socketName), cmd.bus, event.ServeOptions{
+		OnFireNow: cmd.ctl.FireNow,
+		OnRead:    livestate.Serve(store),
+	})
+	if err != nil {
+		// Only wf watch and reads during the run need the socket; the run
+		// goes on without it.
+		fmt.Fprintf(cmd.stderr, "Warning: wf watch and the reading commands will not work during this run: %v\n", err)
+		return func() {}
+	}
+	return func() { _ = sock.Close() }
+}
+
+// useTUI says whether the run shows the dashboard.
+func (cmd *ApplyCommand) useTUI() bool {
+	return !cmd.json && cmd.cli.IsTerminal(cmd.cli.Stdout)
 }
 
 // showPlan prints the plan, except with -json, where the plan event
@@ -210,6 +248,9 @@ func (cmd *ApplyCommand) showPlan(plan *planner.Plan) error {
 // approve asks for "yes" on the terminal.
 func (cmd *ApplyCommand) approve() error {
 	c := cmd.cli
+	if !cmd.flags.input {
+		return errors.New("wf apply -input=false needs -auto-approve (or a plan saved by wf plan -out): it may not ask for approval")
+	}
 	if !c.IsTerminal(c.Stdin) {
 		return errors.New("wf apply needs -auto-approve when stdin is not a terminal")
 	}
@@ -252,23 +293,13 @@ func readLine(r io.Reader) (string, error) {
 func (cmd *ApplyCommand) execute(ctx context.Context, cfg *config.Config, store *statefile.Store, plan *planner.Plan) error {
 	c := cmd.cli
 	instances := planInstances(cfg, plan)
-	bus := event.NewBus()
+	bus, ctl := cmd.bus, cmd.ctl
 	cmd.metrics.follow(bus)
-	// The view and the event socket subscribe before the run starts, so
-	// that both see its first events (the plan events above all).
+	// The view and the event socket (serve) subscribe before the run
+	// starts, so that both see its first events (the plan events above
+	// all).
 	sub := bus.Subscribe()
-	useTUI := !cmd.json && c.IsTerminal(c.Stdout)
-	// The dashboard shows its own interrupt notice.
-	ctl := &controller{stderr: cmd.stderr, quiet: useTUI}
-	serveCtx, stopServe := context.WithCancel(ctx)
-	defer stopServe()
-	sock, err := event.Serve(serveCtx, filepath.Join(store.Dir(), socketName), bus, event.ServeOptions{OnFireNow: ctl.FireNow})
-	if err != nil {
-		// Only wf watch needs the socket; the run goes on without it.
-		fmt.Fprintf(cmd.stderr, "Warning: wf watch will not work for this run: %v\n", err)
-	} else {
-		defer sock.Close()
-	}
+	useTUI := cmd.useTUI()
 	// Signals are caught from here on: an interrupt must stop the run
 	// gracefully, never kill the process mid-commit.
 	signals := make(chan os.Signal, 2)

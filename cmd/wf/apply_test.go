@@ -95,7 +95,10 @@ func TestPlanErrors(t *testing.T) {
 
 func TestPlanLockedState(t *testing.T) {
 	dir := writeConfig(t, map[string]string{"main.wf.hcl": simpleConfig})
-	store, err := statefile.Open(filepath.Join(dir, ".wf"), statefile.Options{Command: "wf apply"})
+	// A holder that serves no socket (wf state rm): the reading commands
+	// cannot read through it, and say who holds the state. (A running
+	// apply answers them: TestReadsWhileApplyRuns.)
+	store, err := statefile.Open(filepath.Join(dir, ".wf"), statefile.Options{Command: "wf state rm"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +172,7 @@ func TestApplyFailed(t *testing.T) {
 	}
 	for _, want := range []string{
 		"activity.boom: attempt 1 failed (exit:3); retry 2 in 5ms",
-		"activity.boom: failed after 2 attempts (max attempts): exit:3",
+		"activity.boom: failed after 2 attempts (max_attempts): exit:3",
 		"Apply failed!",
 	} {
 		if !strings.Contains(r.stdout, want) {

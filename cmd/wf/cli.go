@@ -44,6 +44,8 @@ type CLI struct {
 	Now        func() time.Time
 	// Notify subscribes c to SIGINT/SIGTERM; the returned func unsubscribes.
 	Notify func(c chan<- os.Signal) (stop func())
+	// Chdir changes the working directory for -chdir (nil: os.Chdir).
+	Chdir func(dir string) error
 }
 
 // Exit codes of the contract (SPEC §6).
@@ -78,47 +80,102 @@ type command interface {
 	Run(ctx context.Context, args []string) error
 }
 
+// commandInfo is one entry of the command table: its name, the line
+// the usage shows, and how to make it.
+type commandInfo struct {
+	name    string
+	summary string
+	main    bool // listed under "Main commands"
+	make    func(c *CLI) command
+}
+
+// commands is every subcommand, in the order the usage lists them. The
+// usage text, wf help and the shell completions come from it.
+func commands() []commandInfo {
+	return []commandInfo{
+		{"validate", "Check whether the configuration is valid", true, func(c *CLI) command { return &ValidateCommand{cli: c} }},
+		{"plan", "Show what wf apply would run and how it would retry", true, func(c *CLI) command { return &PlanCommand{cli: c} }},
+		{"apply", "Run the workflows (resumes where a previous run stopped)", true, func(c *CLI) command { return &ApplyCommand{cli: c} }},
+		{"fmt", "Rewrite *.wf.hcl files in the canonical format", false, func(c *CLI) command { return &FmtCommand{cli: c} }},
+		{"graph", "Print the activity graph in DOT format", false, func(c *CLI) command { return &GraphCommand{cli: c} }},
+		{"history", "Show the attempt log of an instance", false, func(c *CLI) command { return &HistoryCommand{cli: c} }},
+		{"output", "Show the outputs of an instance", false, func(c *CLI) command { return &OutputCommand{cli: c} }},
+		{"state", "Inspect and edit the state (list, show, rm, check)", false, func(c *CLI) command { return &StateCommand{cli: c} }},
+		{"stats", "Show retry rates and error types per activity", false, func(c *CLI) command { return &StatsCommand{cli: c} }},
+		{"watch", "Attach the dashboard to a running wf apply", false, func(c *CLI) command { return &WatchCommand{cli: c} }},
+		{"worker", "Run a Temporal worker (with -engine temporal on the other commands)", false, func(c *CLI) command { return &WorkerCommand{cli: c} }},
+		{"completion", "Print a shell completion script (bash, zsh, fish)", false, func(c *CLI) command { return &CompletionCommand{cli: c} }},
+		{"version", "Show the wf version", false, func(c *CLI) command { return &VersionCommand{cli: c} }},
+		{"help", "Show the help of wf or of a command", false, func(c *CLI) command { return &HelpCommand{cli: c} }},
+	}
+}
+
+// findCommand returns the command named name, or nil.
+func findCommand(name string) *commandInfo {
+	for _, ci := range commands() {
+		if ci.name == name {
+			return &ci
+		}
+	}
+	return nil
+}
+
 // Run dispatches args to a subcommand and maps its error to an exit code.
+// Global options come before the command: -chdir=DIR, as in Terraform.
 func (c *CLI) Run(ctx context.Context, args []string) int {
-	if len(args) == 0 {
-		fmt.Fprint(c.Stderr, usageText)
+	args, err := c.globalOptions(args)
+	if err != nil {
+		c.printError(err)
 		return exitError
 	}
-	var cmd command
+	if len(args) == 0 {
+		fmt.Fprint(c.Stderr, usageText())
+		return exitError
+	}
 	name := args[0]
 	switch name {
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(c.Stdout, usageText)
+	case "-h", "-help", "--help":
+		fmt.Fprint(c.Stdout, usageText())
 		return exitOK
-	case "version", "-version", "--version", "-v":
-		cmd = &VersionCommand{cli: c}
-	case "validate":
-		cmd = &ValidateCommand{cli: c}
-	case "fmt":
-		cmd = &FmtCommand{cli: c}
-	case "graph":
-		cmd = &GraphCommand{cli: c}
-	case "plan":
-		cmd = &PlanCommand{cli: c}
-	case "apply":
-		cmd = &ApplyCommand{cli: c}
-	case "state":
-		cmd = &StateCommand{cli: c}
-	case "history":
-		cmd = &HistoryCommand{cli: c}
-	case "stats":
-		cmd = &StatsCommand{cli: c}
-	case "output":
-		cmd = &OutputCommand{cli: c}
-	case "watch":
-		cmd = &WatchCommand{cli: c}
-	case "worker":
-		cmd = &WorkerCommand{cli: c}
-	default:
-		fmt.Fprintf(c.Stderr, "Error: wf has no command %q.%s\nRun \"wf -help\" for the list of commands.\n", name, didYouMean(name, commandNames))
+	case "-version", "--version", "-v":
+		name = "version"
+	}
+	ci := findCommand(name)
+	if ci == nil {
+		fmt.Fprintf(c.Stderr, "Error: wf has no command %q.%s\nRun \"wf -help\" for the list of commands.\n", name, didYouMean(name, commandNames()))
 		return exitError
 	}
-	return c.exit(cmd.Run(ctx, args[1:]))
+	return c.exit(ci.make(c).Run(ctx, args[1:]))
+}
+
+// globalOptions applies the options that come before the command and
+// returns the arguments after them.
+func (c *CLI) globalOptions(args []string) ([]string, error) {
+	for len(args) > 0 {
+		a := args[0]
+		name, value, hasValue := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-"), "=")
+		if !strings.HasPrefix(a, "-") || name != "chdir" {
+			return args, nil
+		}
+		if !hasValue {
+			if len(args) < 2 {
+				return nil, errors.New("-chdir needs a directory: wf -chdir=DIR COMMAND")
+			}
+			value, args = args[1], args[1:]
+		}
+		if value == "" {
+			return nil, errors.New("-chdir needs a directory: wf -chdir=DIR COMMAND")
+		}
+		chdir := c.Chdir
+		if chdir == nil {
+			chdir = os.Chdir
+		}
+		if err := chdir(value); err != nil {
+			return nil, fmt.Errorf("-chdir=%s: %w", value, err)
+		}
+		args = args[1:]
+	}
+	return args, nil
 }
 
 // exit prints err (unless it is silent) and returns its exit code.
@@ -144,30 +201,38 @@ func (c *CLI) printError(err error) {
 	fmt.Fprintf(c.Stderr, "Error: %s\n", err)
 }
 
-const usageText = `Usage: wf [command] [options] [args]
+// usageText is the help of wf itself, from the command table.
+func usageText() string {
+	var b strings.Builder
+	b.WriteString(`Usage: wf [global options] [command] [options] [args]
 
 wf runs declarative workflows described in *.wf.hcl files, retrying each
 activity under its retry policy and keeping every attempt and timer durable.
 
 Main commands:
-  validate   Check whether the configuration is valid
-  plan       Show what wf apply would run and how it would retry
-  apply      Run the workflows (resumes where a previous run stopped)
-
-Other commands:
-  fmt        Rewrite *.wf.hcl files in the canonical format
-  graph      Print the activity graph in DOT format
-  history    Show the attempt log of an instance
-  output     Show the outputs of an instance
-  state      Inspect and edit the state (list, show, rm)
-  stats      Show retry rates and error types per activity
-  watch      Attach the dashboard to a running wf apply
-  worker     Run a Temporal worker (with -engine temporal on the other commands)
-  version    Show the wf version
+`)
+	line := func(ci commandInfo) { fmt.Fprintf(&b, "  %-11s %s\n", ci.name, ci.summary) }
+	for _, ci := range commands() {
+		if ci.main {
+			line(ci)
+		}
+	}
+	b.WriteString("\nOther commands:\n")
+	for _, ci := range commands() {
+		if !ci.main {
+			line(ci)
+		}
+	}
+	b.WriteString(`
+Global options (before the command):
+  -chdir=DIR  Switch to DIR before running the command
 
 Flags take one dash or two and may come before or after the positional
-arguments. Run "wf COMMAND -h" for the flags of a command.
-`
+arguments. Run "wf help COMMAND" or "wf COMMAND -h" for the flags of a
+command.
+`)
+	return b.String()
+}
 
 // newFlagSet returns a flag set whose -h prints usage (a "Usage: ..." line
 // and a description) followed by the flags.
@@ -187,7 +252,13 @@ func (c *CLI) newFlagSet(name, usage, help string) *flag.FlagSet {
 }
 
 // commandNames are the commands wf knows, for suggestions.
-var commandNames = []string{"validate", "fmt", "graph", "plan", "apply", "state", "history", "output", "stats", "watch", "worker", "version", "help"}
+func commandNames() []string {
+	var names []string
+	for _, ci := range commands() {
+		names = append(names, ci.name)
+	}
+	return names
+}
 
 // didYouMean is ` Did you mean "x"?` for the closest name, or "".
 func didYouMean(name string, names []string) string {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -22,6 +23,9 @@ type commonFlags struct {
 	stateDir    string
 	noColor     bool
 	lockTimeout time.Duration
+	// input is -input: false means never ask (Terraform's flag, for
+	// scripts and CI).
+	input bool
 }
 
 func (f *commonFlags) register(fs *flag.FlagSet) {
@@ -34,6 +38,7 @@ func (f *commonFlags) register(fs *flag.FlagSet) {
 		// The configuration commands that hold the state's lock while
 		// they work.
 		f.registerLock(fs)
+		fs.BoolVar(&f.input, "input", true, "ask for input when needed; -input=false never asks (wf apply then needs -auto-approve or a saved plan)")
 	}
 }
 
@@ -91,7 +96,10 @@ func absPaths(paths []string) ([]string, error) {
 // loadConfig loads dir, prints every diagnostic (warnings too) to stderr and
 // fails when there is an error among them.
 func (c *CLI) loadConfig(dir string, opts config.LoadOptions, noColor bool) (*config.Config, error) {
-	cfg, diags := config.Load(dir, opts)
+	if err := checkHasConfig(dir); err != nil {
+		return nil, err
+	}
+	cfg, diags := loadWithChecks(dir, opts)
 	if err := c.writeDiags(diags, cfg, noColor); err != nil {
 		return nil, err
 	}
@@ -99,6 +107,47 @@ func (c *CLI) loadConfig(dir string, opts config.LoadOptions, noColor bool) (*co
 		return nil, exitCode(exitError)
 	}
 	return cfg, nil
+}
+
+// errNoConfig is returned for a directory without any *.wf.hcl file.
+var errNoConfig = errors.New("No configuration files")
+
+// checkHasConfig fails, as Terraform does, for a directory that holds no
+// *.wf.hcl file: planning or applying nothing is almost always a command
+// run in the wrong directory, and wf apply must not create a state there.
+func checkHasConfig(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil // config.Load says what is wrong with the directory
+	}
+	for _, e := range entries {
+		if !e.IsDir() && strings.HasSuffix(e.Name(), config.ConfigSuffix) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w in %s: wf reads every *%s file of the directory; run it where your workflows are, name their directory (wf plan DIR), or use -chdir=DIR", errNoConfig, dir, config.ConfigSuffix)
+}
+
+// loadWithChecks loads dir and adds the command line's own warnings: a
+// workflow without activities has nothing to run.
+func loadWithChecks(dir string, opts config.LoadOptions) (*config.Config, hcl.Diagnostics) {
+	cfg, diags := config.Load(dir, opts)
+	if cfg == nil || diags.HasErrors() {
+		return cfg, diags
+	}
+	for _, wf := range cfg.Workflows {
+		if len(wf.Activities) > 0 {
+			continue
+		}
+		r := wf.DeclRange
+		diags = append(diags, &hcl.Diagnostic{
+			Severity: hcl.DiagWarning,
+			Summary:  "Workflow has no activities",
+			Detail:   fmt.Sprintf("Workflow %q declares no activity block, so wf apply has nothing to run for it. Add an activity, or remove the workflow.", wf.Name),
+			Subject:  &r,
+		})
+	}
+	return cfg, diags
 }
 
 // writeDiags prints diagnostics with their source lines. The sources come

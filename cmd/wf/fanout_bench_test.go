@@ -34,8 +34,8 @@ const fanOutBench = `workflow "fan" {
   }
 }`
 
-// runBinary runs the wf binary and returns its wall time and peak RSS.
-func runBinary(b *testing.B, dir string, args ...string) (time.Duration, int64) {
+// timeBinary runs the wf binary and returns its wall time and peak RSS.
+func timeBinary(b *testing.B, dir string, args ...string) (time.Duration, int64) {
 	b.Helper()
 	cmd := exec.Command(durBinary(b), args...)
 	cmd.Dir = dir
@@ -63,7 +63,7 @@ func BenchmarkFanOutPlan(b *testing.B) {
 	var took time.Duration
 	var rss int64
 	for b.Loop() {
-		t, r := runBinary(b, dir, "plan", ".")
+		t, r := timeBinary(b, dir, "plan", ".")
 		took += t
 		rss = max(rss, r)
 	}
@@ -76,7 +76,7 @@ func BenchmarkFanOutApply(b *testing.B) {
 	var rss int64
 	for b.Loop() {
 		dir := fanOutDir(b)
-		t, r := runBinary(b, dir, "apply", "-auto-approve", "-parallelism", "50", ".")
+		t, r := timeBinary(b, dir, "apply", "-auto-approve", "-parallelism", "50", ".")
 		wfTook += t
 		rss = max(rss, r)
 		rawTook += rawSpawn(b, 10001, 50)
@@ -89,11 +89,11 @@ func BenchmarkFanOutApply(b *testing.B) {
 
 func BenchmarkFanOutPlanUnchanged(b *testing.B) {
 	dir := fanOutDir(b)
-	runBinary(b, dir, "apply", "-auto-approve", "-parallelism", "50", ".")
+	timeBinary(b, dir, "apply", "-auto-approve", "-parallelism", "50", ".")
 	var took time.Duration
 	var rss int64
 	for b.Loop() {
-		t, r := runBinary(b, dir, "plan", "-detailed-exitcode", ".")
+		t, r := timeBinary(b, dir, "plan", "-detailed-exitcode", ".")
 		took += t
 		rss = max(rss, r)
 	}

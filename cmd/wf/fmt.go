@@ -15,17 +15,21 @@ import (
 
 // FmtCommand rewrites configuration files in the canonical format.
 type FmtCommand struct {
-	cli     *CLI
-	check   bool
-	noColor bool
+	cli       *CLI
+	check     bool
+	diff      bool
+	recursive bool
+	noColor   bool
 }
 
-// Run implements `wf fmt [-check] [DIR | FILE | -]`.
+// Run implements `wf fmt [-check] [-diff] [-recursive] [DIR | FILE | -]`.
 func (cmd *FmtCommand) Run(_ context.Context, args []string) error {
 	c := cmd.cli
 	fs := c.newFlagSet("fmt", "wf fmt [options] [DIR | FILE | -]",
-		"Rewrite every *.wf.hcl and *.auto.wfvars file in DIR (default \".\", not\nrecursive) in the canonical format and list the files it changed. With a\nFILE, format only that file; with -, format stdin to stdout.")
+		"Rewrite every *.wf.hcl and *.auto.wfvars file in DIR (default \".\"; with\n-recursive, its subdirectories too, except hidden ones such as .wf) in the\ncanonical format and list the files it changed. With a FILE, format only\nthat file; with -, format stdin to stdout.")
 	fs.BoolVar(&cmd.check, "check", false, "write nothing; list the files that are not formatted and exit 1 if there are any")
+	fs.BoolVar(&cmd.diff, "diff", false, "print the changes as a unified diff")
+	fs.BoolVar(&cmd.recursive, "recursive", false, "also format the files in subdirectories")
 	fs.BoolVar(&cmd.noColor, "no-color", false, "disable colour in diagnostics")
 	target, err := parseDir(fs, args)
 	if err != nil {
@@ -34,7 +38,7 @@ func (cmd *FmtCommand) Run(_ context.Context, args []string) error {
 	if target == "-" {
 		return cmd.formatStdin()
 	}
-	files, err := fmtTargets(target)
+	files, err := fmtTargets(target, cmd.recursive)
 	if err != nil {
 		return err
 	}
@@ -60,8 +64,9 @@ func (cmd *FmtCommand) Run(_ context.Context, args []string) error {
 }
 
 // fmtTargets lists the files to format: target itself when it is a file,
-// else the configuration and variable files in the directory, sorted.
-func fmtTargets(target string) ([]string, error) {
+// else the configuration and variable files in the directory (and, with
+// recursive, in its subdirectories but hidden ones), sorted.
+func fmtTargets(target string, recursive bool) ([]string, error) {
 	fi, err := os.Stat(target)
 	if err != nil {
 		return nil, fmt.Errorf("fmt: %w", err)
@@ -81,6 +86,21 @@ func fmtTargets(target string) ([]string, error) {
 		}
 	}
 	sort.Strings(files)
+	if !recursive {
+		return files, nil
+	}
+	for _, e := range entries {
+		// Hidden directories are a state (.wf), a repository (.git) or a
+		// tool's: never configuration. Links are not followed.
+		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		more, err := fmtTargets(filepath.Join(target, e.Name()), true)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, more...)
+	}
 	return files, nil
 }
 
@@ -101,6 +121,9 @@ func (cmd *FmtCommand) formatFile(name string) (ok, changed bool, err error) {
 	}
 	if bytes.Equal(src, out) {
 		return true, false, nil
+	}
+	if cmd.diff {
+		writeUnifiedDiff(cmd.cli.Stdout, name, src, out)
 	}
 	if cmd.check {
 		return true, true, nil
@@ -126,6 +149,15 @@ func (cmd *FmtCommand) formatStdin() error {
 			return fmt.Errorf("write diagnostics: %w", err)
 		}
 		return exitCode(exitError)
+	}
+	if cmd.diff {
+		if !bytes.Equal(src, out) {
+			writeUnifiedDiff(cmd.cli.Stdout, "<stdin>", src, out)
+		}
+		if cmd.check && !bytes.Equal(src, out) {
+			return exitCode(exitError)
+		}
+		return nil
 	}
 	if cmd.check {
 		if !bytes.Equal(src, out) {

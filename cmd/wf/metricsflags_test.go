@@ -70,7 +70,7 @@ retry_budget "api" {
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
-	if !strings.Contains(r.stdout, "warning: retry budget api is at 1/1 retries per 1h0m0s\n") {
+	if !strings.Contains(r.stdout, "warning: retry budget api is at 1/1 retries per 1h\n") {
 		t.Errorf("no budget warning:\n%s", r.stdout)
 	}
 	f, err := os.Open(file)

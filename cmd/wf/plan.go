@@ -6,7 +6,6 @@ import (
 
 	"github.com/wf-engine/wf/config"
 	"github.com/wf-engine/wf/planner"
-	"github.com/wf-engine/wf/statefile"
 )
 
 // PlanCommand shows what wf apply would run, against the current state.
@@ -16,6 +15,7 @@ type PlanCommand struct {
 	out              string
 	detailedExitCode bool
 	replace          stringList
+	json             bool
 	engine           engineFlags
 }
 
@@ -27,6 +27,7 @@ func (cmd *PlanCommand) Run(ctx context.Context, args []string) error {
 	cmd.flags.register(fs)
 	fs.StringVar(&cmd.out, "out", "", "save the plan to `FILE`; wf apply FILE runs exactly that plan")
 	fs.BoolVar(&cmd.detailedExitCode, "detailed-exitcode", false, "exit 2 when the plan has changes (0 when none, 1 on error)")
+	fs.BoolVar(&cmd.json, "json", false, "print the plan as one JSON document (documented in docs/commands.md)")
 	fs.Var(&cmd.replace, "replace", "re-run `activity.NAME` (an element: activity.NAME[\"KEY\"]; or after WORKFLOW.) even if it succeeded (repeatable)")
 	cmd.engine.register(fs, false)
 	dir, _, err := parseConfigDir(fs, args)
@@ -53,7 +54,7 @@ func (cmd *PlanCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	plan, err := c.planReadOnly(cfg, stateDir, planner.Options{
+	plan, err := c.planReadOnly(ctx, cfg, stateDir, planner.Options{
 		Workflow: cmd.flags.workflow,
 		Replace:  cmd.replace,
 		Now:      c.now(),
@@ -61,7 +62,11 @@ func (cmd *PlanCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := planner.Render(c.Stdout, plan, c.color(c.Stdout, cmd.flags.noColor)); err != nil {
+	if cmd.json {
+		if err := writeJSON(c.Stdout, "plan", newPlanDoc(plan)); err != nil {
+			return err
+		}
+	} else if err := planner.Render(c.Stdout, plan, c.color(c.Stdout, cmd.flags.noColor)); err != nil {
 		return fmt.Errorf("render plan: %w", err)
 	}
 	if cmd.out != "" {
@@ -76,7 +81,12 @@ func (cmd *PlanCommand) Run(ctx context.Context, args []string) error {
 		if err := planner.WriteFile(cmd.out, plan, inputs); err != nil {
 			return fmt.Errorf("save plan: %w", err)
 		}
-		fmt.Fprintf(c.Stdout, "\nSaved the plan to: %s\n\nTo run exactly this plan, run:\n    wf apply %q\n", cmd.out, cmd.out)
+		if cmd.json {
+			// The document is the whole of stdout.
+			fmt.Fprintf(c.Stderr, "Saved the plan to: %s\n", cmd.out)
+		} else {
+			fmt.Fprintf(c.Stdout, "\nSaved the plan to: %s\n\nTo run exactly this plan, run:\n    wf apply %q\n", cmd.out, cmd.out)
+		}
 	}
 	if cmd.detailedExitCode && plan.HasChanges() {
 		return exitCode(exitChanges)
@@ -87,10 +97,10 @@ func (cmd *PlanCommand) Run(ctx context.Context, args []string) error {
 // planReadOnly builds a plan against the state in stateDir, opened
 // read-only: nothing in it is created or changed, and a configuration that
 // was never applied plans against empty state. A state held by a running
-// apply is an error (after -lock-timeout), since its plan would be stale
-// at once.
-func (c *CLI) planReadOnly(cfg *config.Config, stateDir string, opts planner.Options, flags *commonFlags) (*planner.Plan, error) {
-	store, err := statefile.Open(stateDir, statefile.Options{Command: "wf plan", ReadOnly: true, LockTimeout: flags.lockTimeout})
+// apply is read through that apply (openReader): the plan is what it is
+// at that moment.
+func (c *CLI) planReadOnly(ctx context.Context, cfg *config.Config, stateDir string, opts planner.Options, flags *commonFlags) (*planner.Plan, error) {
+	store, err := c.openReader(ctx, stateDir, "wf plan", flags.lockTimeout)
 	if err != nil {
 		return nil, err // names the state directory, or the holder of its lock
 	}

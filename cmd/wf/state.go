@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -82,6 +84,22 @@ func (c *CLI) openState(flags *commonFlags, dir, command string, readOnly bool) 
 	return store, nil
 }
 
+// openStateReader opens the existing state of the configuration in dir for
+// reading (openReader): from the store, or from the apply that holds it.
+// Like openState it creates nothing, and a missing state is errNoState.
+func (c *CLI) openStateReader(ctx context.Context, flags *commonFlags, dir, command string) (stateReader, error) {
+	stateDir, err := c.stateDirOf(flags, dir)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Lstat(stateDir); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w in %s: wf apply creates it", errNoState, stateDir)
+	} else if err != nil {
+		return nil, fmt.Errorf("open state: %w", err)
+	}
+	return c.openReader(ctx, stateDir, command, flags.lockTimeout)
+}
+
 // stateDirOf is the state directory of the configuration in dir.
 func (c *CLI) stateDirOf(flags *commonFlags, dir string) (string, error) {
 	abs, err := absDir(dir)
@@ -95,6 +113,7 @@ func (c *CLI) stateDirOf(flags *commonFlags, dir string) (string, error) {
 type StateListCommand struct {
 	cli    *CLI
 	flags  commonFlags
+	json   bool
 	engine engineFlags
 }
 
@@ -104,6 +123,7 @@ func (cmd *StateListCommand) Run(ctx context.Context, args []string) error {
 	fs := c.newFlagSet("state list", "wf state list [options] [DIR]",
 		"List every workflow instance in the state, one address per line, with a\nsummary of its activities' statuses.")
 	cmd.flags.registerState(fs)
+	fs.BoolVar(&cmd.json, "json", false, "print one JSON document (documented in docs/commands.md)")
 	cmd.engine.register(fs, false)
 	dir, err := parseDir(fs, args)
 	if err != nil {
@@ -115,9 +135,14 @@ func (cmd *StateListCommand) Run(ctx context.Context, args []string) error {
 		}
 		return cmd.listTemporal(ctx)
 	}
-	store, err := c.openState(&cmd.flags, dir, "wf state list", true)
+	doc := stateListDoc{FormatVersion: jsonFormatVersion, Instances: []stateListInstance{}}
+	store, err := c.openStateReader(ctx, &cmd.flags, dir, "wf state list")
 	if errors.Is(err, errNoState) {
-		return nil // nothing applied yet: nothing to list
+		// Nothing applied yet: nothing to list.
+		if cmd.json {
+			return writeJSON(c.Stdout, "state list", doc)
+		}
+		return nil
 	}
 	if err != nil {
 		return err
@@ -133,7 +158,14 @@ func (cmd *StateListCommand) Run(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
+		if cmd.json {
+			doc.Instances = append(doc.Instances, newStateListInstance(inst, acts))
+			continue
+		}
 		fmt.Fprintf(tw, "%s\t%s\n", inst.Address(), statusSummary(acts))
+	}
+	if cmd.json {
+		return writeJSON(c.Stdout, "state list", doc)
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write: %w", err)
@@ -177,6 +209,8 @@ func statusSummary(acts map[string]*record.Activity) string {
 type StateShowCommand struct {
 	cli    *CLI
 	flags  commonFlags
+	json   bool
+	full   bool
 	engine engineFlags
 }
 
@@ -184,8 +218,10 @@ type StateShowCommand struct {
 func (cmd *StateShowCommand) Run(ctx context.Context, args []string) error {
 	c := cmd.cli
 	fs := c.newFlagSet("state show", "wf state show [options] INSTANCE [DIR]",
-		"Show every activity of INSTANCE (e.g. order/order-1001): status,\ngeneration, attempts, idempotency key, pending timer, outputs and last\nerror.")
+		"Show every activity of INSTANCE (e.g. order/order-1001): status,\ngeneration, attempts, idempotency key, pending timer, outputs and last\nerror. Long outputs and errors are cut to one line; -full shows them\nwhole, with what the last attempt printed.")
 	cmd.flags.registerState(fs)
+	fs.BoolVar(&cmd.json, "json", false, "print one JSON document (documented in docs/commands.md)")
+	fs.BoolVar(&cmd.full, "full", false, "show outputs and errors whole, and what each activity's last attempt printed")
 	cmd.engine.register(fs, false)
 	wf, key, dir, err := parseInstanceDir(fs, args)
 	if err != nil {
@@ -197,7 +233,7 @@ func (cmd *StateShowCommand) Run(ctx context.Context, args []string) error {
 		}
 		return cmd.showTemporal(ctx, wf, key)
 	}
-	store, err := c.openState(&cmd.flags, dir, "wf state show", true)
+	store, err := c.openStateReader(ctx, &cmd.flags, dir, "wf state show")
 	if err != nil {
 		return err
 	}
@@ -210,12 +246,23 @@ func (cmd *StateShowCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	writeInstance(c.Stdout, inst, acts, c.now())
+	var last map[string]*record.Attempt
+	if cmd.json || cmd.full {
+		atts, err := store.Attempts(wf, key, "")
+		if err != nil {
+			return err
+		}
+		last = lastAttempts(atts)
+	}
+	if cmd.json {
+		return writeJSON(c.Stdout, "state show", newStateShowDoc(inst, acts, last))
+	}
+	writeInstance(c.Stdout, inst, acts, last, cmd.full, c.now())
 	return nil
 }
 
 // findInstance returns the instance record or a "not in state" error.
-func findInstance(store *statefile.Store, wf, key string) (*record.Instance, error) {
+func findInstance(store stateReader, wf, key string) (*record.Instance, error) {
 	inst, err := store.Instance(wf, key)
 	if err != nil {
 		return nil, err
@@ -240,10 +287,11 @@ func sortedActivities(acts map[string]*record.Activity) []*record.Activity {
 // overview, and outputs can be megabytes.
 const maxShownOutput = 200
 
-func writeInstance(w io.Writer, inst *record.Instance, acts map[string]*record.Activity, now time.Time) {
+func writeInstance(w io.Writer, inst *record.Instance, acts map[string]*record.Activity, last map[string]*record.Attempt, full bool, now time.Time) {
 	fmt.Fprintf(w, "%s\n", inst.Address())
 	fmt.Fprintf(w, "  created  %s\n", fmtTime(inst.Created))
 	fmt.Fprintf(w, "  updated  %s\n", fmtTime(inst.Updated))
+	cut := false
 	for _, a := range sortedActivities(acts) {
 		fmt.Fprintf(w, "\nactivity.%s\n", a.Name)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -263,21 +311,68 @@ func writeInstance(w io.Writer, inst *record.Instance, acts map[string]*record.A
 		if t := a.Timer; t != nil {
 			fmt.Fprintf(tw, "  pending timer\t%s\n", fmtTimer(t, now))
 		}
-		if len(a.Outputs) > 0 {
-			fmt.Fprintf(tw, "  outputs\t%s\n", oneLine(string(a.Outputs), maxShownOutput))
+		if len(a.Outputs) > 0 && !full {
+			shown := oneLine(string(a.Outputs), maxShownOutput)
+			cut = cut || shown != string(a.Outputs)
+			fmt.Fprintf(tw, "  outputs\t%s\n", shown)
 		}
-		if e := a.LastError; e != nil {
+		if e := a.LastError; e != nil && !full {
 			msg := e.Type
 			if e.Message != "" {
-				msg += ": " + oneLine(e.Message, maxShownOutput)
+				shown := oneLine(e.Message, maxShownOutput)
+				cut = cut || shown != e.Message
+				msg += ": " + shown
 			}
 			if e.NonRetryable {
-				msg += " (non-retryable)"
+				msg += " (non_retryable)"
 			}
 			fmt.Fprintf(tw, "  last error\t%s\n", msg)
 		}
+		if a.HeartbeatDetails != "" {
+			shown := oneLine(a.HeartbeatDetails, maxShownOutput)
+			if full {
+				shown = a.HeartbeatDetails
+			}
+			fmt.Fprintf(tw, "  heartbeat details\t%s\n", shown)
+		}
 		fmt.Fprintf(tw, "  definition hash\t%s\n", a.DefHash)
 		_ = tw.Flush()
+		if full {
+			writeFull(w, a, last[a.Name])
+		}
+	}
+	if cut {
+		fmt.Fprintln(w, "\n(long outputs and errors are cut to one line; wf state show -full shows them whole)")
+	}
+}
+
+// writeFull prints an activity's outputs and last error whole, and what
+// its last attempt printed, for wf state show -full.
+func writeFull(w io.Writer, a *record.Activity, last *record.Attempt) {
+	if len(a.Outputs) > 0 {
+		fmt.Fprintln(w, "  outputs:")
+		var buf bytes.Buffer
+		if json.Indent(&buf, a.Outputs, "", "  ") != nil {
+			buf.Reset()
+			buf.Write(a.Outputs)
+		}
+		for _, line := range strings.Split(buf.String(), "\n") {
+			fmt.Fprintf(w, "    %s\n", line)
+		}
+	}
+	if e := a.LastError; e != nil {
+		flag := ""
+		if e.NonRetryable {
+			flag = " (non_retryable)"
+		}
+		fmt.Fprintf(w, "  last error: %s%s\n", e.Type, flag)
+		if e.Message != "" {
+			writeBlock(w, "    ", e.Message)
+		}
+	}
+	if last != nil && last.Output != nil {
+		fmt.Fprintf(w, "  attempt %d printed:\n", last.Number)
+		writeOutput(w, "    ", last.Output)
 	}
 }
 
@@ -303,12 +398,13 @@ func fmtTimer(t *record.Timer, now time.Time) string {
 	return s
 }
 
-// fmtTime prints a stored time in the local zone with milliseconds.
+// fmtTime prints a stored time in the local zone with milliseconds and
+// the zone's name, so that two machines' outputs can be compared.
 func fmtTime(t time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
-	return t.Local().Format("2006-01-02 15:04:05.000")
+	return t.Local().Format("2006-01-02 15:04:05.000 MST")
 }
 
 // StateRmCommand removes an instance from state.

@@ -25,7 +25,7 @@ type StatsCommand struct {
 }
 
 // Run implements `wf stats [-json] [-workflow NAME] [DIR]`.
-func (cmd *StatsCommand) Run(_ context.Context, args []string) error {
+func (cmd *StatsCommand) Run(ctx context.Context, args []string) error {
 	c := cmd.cli
 	fs := c.newFlagSet("stats", "wf stats [options] [DIR]",
 		"Show retry statistics per activity, across every instance in the state of\nDIR (default \".\"): attempts, retries, retry rate, error types with counts,\nattempt duration p50/p99, and the time spent waiting for retries and for\nretry budgets.")
@@ -37,7 +37,7 @@ func (cmd *StatsCommand) Run(_ context.Context, args []string) error {
 		return err
 	}
 	b := stats.NewBuilder(c.now())
-	store, err := c.openState(&cmd.flags, dir, "wf stats", true)
+	store, err := c.openStateReader(ctx, &cmd.flags, dir, "wf stats")
 	switch {
 	case errors.Is(err, errNoState):
 		// Nothing applied yet: no statistics, not an error.

@@ -364,7 +364,7 @@ retry_budget "`+budget+`" {
 			}
 		}
 		out, _, _ := e.wf("state", "show", "-engine", "temporal", inst)
-		if !strings.Contains(out, "budget exhausted") {
+		if !strings.Contains(out, "reason           budget_exhausted") {
 			t.Errorf("%s did not fail with budget exhausted:\n%s", inst, out)
 		}
 	}

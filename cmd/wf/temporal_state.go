@@ -12,7 +12,6 @@ import (
 	wftemporal "github.com/wf-engine/wf/executor/temporal"
 	"github.com/wf-engine/wf/planner"
 	"github.com/wf-engine/wf/retry"
-	"github.com/wf-engine/wf/statefile/record"
 )
 
 // planTemporal is wf plan -engine temporal: the plan against the records
@@ -94,42 +93,10 @@ func (cmd *HistoryCommand) historyTemporal(ctx context.Context, wf, key, activit
 	if st == nil {
 		return fmt.Errorf("instance %s/%s is not on Temporal at %s (wf state list -engine temporal shows what is)", wf, key, cl.Address())
 	}
-	by := map[string][]*record.Attempt{}
-	for _, a := range st.Attempts {
-		by[a.Activity] = append(by[a.Activity], a)
-	}
-	var names []string
-	if activity != "" {
-		if names, err = namesIn(st.Activities, wf, key, activity); err != nil {
-			return err
-		}
-	} else {
-		for _, a := range sortedActivities(st.Activities) {
-			names = append(names, a.Name)
-		}
-	}
 	if st.DroppedAttempts > 0 && !cmd.json {
 		fmt.Fprintf(c.Stdout, "(%d older attempts are no longer kept)\n\n", st.DroppedAttempts)
 	}
-	for i, name := range names {
-		attempts := by[name]
-		if activity != "" && len(attempts) == 0 {
-			return fmt.Errorf("activity.%s has no attempts in %s/%s", name, wf, key)
-		}
-		if cmd.json {
-			if err := writeHistoryJSON(c.Stdout, attempts); err != nil {
-				return err
-			}
-			continue
-		}
-		if i > 0 {
-			fmt.Fprintln(c.Stdout)
-		}
-		if err := writeHistoryTable(c.Stdout, name, attempts); err != nil {
-			return err
-		}
-	}
-	return nil
+	return cmd.view().write(c.Stdout, wf, key, activity, st.Activities, st.Attempts)
 }
 
 // listTemporal is wf state list -engine temporal.
@@ -176,7 +143,11 @@ func (cmd *StateShowCommand) showTemporal(ctx context.Context, wf, key string) e
 	if st == nil || st.Instance == nil {
 		return fmt.Errorf("instance %s/%s is not on Temporal at %s (wf state list -engine temporal shows what is)", wf, key, cl.Address())
 	}
-	writeInstance(c.Stdout, st.Instance, st.Activities, c.now())
+	last := lastAttempts(st.Attempts)
+	if cmd.json {
+		return writeJSON(c.Stdout, "state show", newStateShowDoc(st.Instance, st.Activities, last))
+	}
+	writeInstance(c.Stdout, st.Instance, st.Activities, last, cmd.full, c.now())
 	fmt.Fprintf(c.Stdout, "\ntemporal\n  workflow ID  %s\n  run ID       %s\n  status       %s\n  runs         %d\n", run.WorkflowID, run.RunID, run.StatusName(), st.Runs)
 	return writeClusterBreakers(ctx, c, cl, st)
 }

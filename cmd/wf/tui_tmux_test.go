@@ -238,7 +238,7 @@ func TestDashboardInTmux(t *testing.T) {
 	t.Run("error view", func(t *testing.T) {
 		p.t = t
 		p.keys("Home", "Down", "e")
-		f := p.waitFor("error", `activity.declined .* error`, `type +CardDeclined`, `non-retryable yes`, `reason +non_retryable`)
+		f := p.waitFor("error", `activity.declined .* error`, `type +CardDeclined`, `non_retryable yes`, `reason +non_retryable`)
 		// The row cuts the message; the view shows it whole, wrapped.
 		if !strings.Contains(strings.Join(strings.Fields(f), " "), "another means of payment, then run wf apply again") {
 			t.Fatalf("error view does not show the whole message:\n%s", f)

@@ -6,7 +6,6 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
-	"github.com/wf-engine/wf/config"
 	"github.com/wf-engine/wf/planner"
 )
 
@@ -15,6 +14,7 @@ import (
 type ValidateCommand struct {
 	cli   *CLI
 	flags commonFlags
+	json  bool
 }
 
 // Run implements `wf validate [DIR]`.
@@ -23,11 +23,12 @@ func (cmd *ValidateCommand) Run(_ context.Context, args []string) error {
 	fs := c.newFlagSet("validate", "wf validate [options] [DIR]",
 		"Check that the configuration in DIR (default \".\") is valid: syntax,\nattributes, references, durations, retry policies and dependency cycles.")
 	cmd.flags.register(fs)
+	fs.BoolVar(&cmd.json, "json", false, "print the result and every diagnostic, with its range, as one JSON document (documented in docs/commands.md)")
 	dir, _, err := parseConfigDir(fs, args)
 	if err != nil {
 		return err
 	}
-	cfg, diags := config.Load(dir, cmd.flags.loadOptions(c.Environ))
+	cfg, diags := loadWithChecks(dir, cmd.flags.loadOptions(c.Environ))
 	if cfg != nil && !diags.HasErrors() {
 		selected, err := selectWorkflow(cfg, cmd.flags.workflow)
 		if err != nil {
@@ -37,6 +38,16 @@ func (cmd *ValidateCommand) Run(_ context.Context, args []string) error {
 			_, gdiags := planner.BuildGraph(wf)
 			diags = append(diags, gdiags...)
 		}
+	}
+	if cmd.json {
+		doc := newValidateDoc(diags)
+		if err := writeJSON(c.Stdout, "validate", doc); err != nil {
+			return err
+		}
+		if !doc.Valid || cfg == nil {
+			return exitCode(exitError)
+		}
+		return nil
 	}
 	if err := c.writeDiags(diags, cfg, cmd.flags.noColor); err != nil {
 		return err

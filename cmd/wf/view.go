@@ -158,7 +158,7 @@ func fmtBudgetHigh(e event.Event) string {
 	return fmt.Sprintf("warning: retry budget %s is at %s", e.Budget.Name, fmtBudgetUsage(e.Budget))
 }
 
-// fmtBudgetUsage is the "9/10 retries per 1m0s" of a budget.
+// fmtBudgetUsage is the "9/10 retries per 1m" of a budget.
 func fmtBudgetUsage(b *event.BudgetUsage) string {
 	return fmt.Sprintf("%d/%d retries per %s", b.Used, b.MaxRetries, fmtDuration(ms(b.WindowMs)))
 }
@@ -234,10 +234,17 @@ func fmtRetry(e event.Event) string {
 	s := fmt.Sprintf("retry %d", e.Attempt) + inMs(e.DelayMs)
 	switch e.DelaySource {
 	case "server":
+		// The executor marks any delay the activity's failure asked for
+		// "server": a Retry-After for http, the error file's retry_after
+		// for exec.
+		who := "server"
+		if e.Kind != "" && e.Kind != "http" {
+			who = "activity"
+		}
 		if e.DelayCapped && e.RequestedDelayMs != nil {
-			s += " (server asked for " + fmtDuration(ms(*e.RequestedDelayMs)) + ", capped by maximum_retry_after)"
+			s += " (" + who + " asked for " + fmtDuration(ms(*e.RequestedDelayMs)) + ", capped by maximum_retry_after)"
 		} else {
-			s += " (server asked)"
+			s += " (" + who + " asked)"
 		}
 	case "budget":
 		s += " (waiting for the retry budget)"
@@ -291,7 +298,12 @@ func fmtActivityFailed(e event.Event) string {
 	if e.Error != nil {
 		s += ": " + errType(e.Error)
 		if e.Error.Message != "" {
-			s += ": " + oneLine(e.Error.Message, 200)
+			msg := oneLine(e.Error.Message, 200)
+			s += ": " + msg
+			if msg != strings.Join(strings.Fields(e.Error.Message), " ") {
+				// Cut: say where the whole of it is.
+				s += fmt.Sprintf(" (wf history -full %s %s shows it whole)", e.Instance, strings.TrimPrefix(e.Activity, "activity."))
+			}
 		}
 	}
 	return s
@@ -302,8 +314,10 @@ func fmtActivityEnd(e event.Event, how string) string {
 	return fmt.Sprintf("%s: %s after %d %s", e.Activity, how, e.Attempt, plural(e.Attempt, "attempt", "attempts"))
 }
 
-// fmtReason turns a reason code (max_attempts) into words (max attempts).
-func fmtReason(reason string) string { return strings.ReplaceAll(reason, "_", " ") }
+// fmtReason is a reason code as the plain output shows it: spelled as in
+// the JSON events, wf state show, the dashboard and the docs
+// (non_retryable, max_attempts, upstream_failed).
+func fmtReason(reason string) string { return reason }
 
 func fmtActivitySkipped(e event.Event) string {
 	if e.Reason == event.ReasonUpstreamFailed {
@@ -366,14 +380,23 @@ func inMs(v *int64) string {
 
 // fmtDuration prints short, human durations: 250ms, 1s, 1.5s, 2m0s.
 func fmtDuration(d time.Duration) string {
+	var s string
 	switch {
 	case d < time.Second:
 		return d.Round(time.Millisecond).String()
 	case d < time.Minute:
-		return d.Round(100 * time.Millisecond).String()
+		s = d.Round(100 * time.Millisecond).String()
 	default:
-		return d.Round(time.Second).String()
+		s = d.Round(time.Second).String()
 	}
+	// 1h, 1h30m, 2m5s: no zero units at the end ("1h0m0s").
+	if strings.HasSuffix(s, "m0s") || strings.HasSuffix(s, "h0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // fmtSeconds prints a run's duration with one decimal, as in "in 4.2s".

@@ -39,8 +39,18 @@ func TestPlainViewLines(t *testing.T) {
 			batch: []event.Event{fail(3, "CardDeclined"), {Type: event.ActivityFailed, Instance: inst, Activity: "activity.charge_card", Attempt: 3, Reason: event.ReasonNonRetryable, Error: &event.Error{Type: "CardDeclined", Message: "card\ndeclined"}}},
 			want: []string{
 				"activity.charge_card: attempt 3 failed (CardDeclined)",
-				"activity.charge_card: failed after 3 attempts (non retryable): CardDeclined: card declined",
+				"activity.charge_card: failed after 3 attempts (non_retryable): CardDeclined: card declined",
 			},
+		},
+		{
+			name:  "exec asked",
+			batch: []event.Event{fail(2, "Busy"), func() event.Event { e := retry(3, 5*time.Second, "server"); e.Kind = "exec"; return e }()},
+			want:  []string{"activity.charge_card: attempt 2 failed (Busy); retry 3 in 5s (activity asked)"},
+		},
+		{
+			name:  "a long error says where it is whole",
+			batch: []event.Event{{Type: event.ActivityFailed, Instance: inst, Activity: "activity.charge_card", Attempt: 1, Reason: event.ReasonMaxAttempts, Error: &event.Error{Type: "Boom", Message: strings.Repeat("x ", 150)}}},
+			want:  []string{"activity.charge_card: failed after 1 attempt (max_attempts): Boom: " + strings.Repeat("x ", 99) + "x… (wf history -full " + inst + " charge_card shows it whole)"},
 		},
 		{
 			name: "started, succeeded",
@@ -71,7 +81,7 @@ func TestPlainViewLines(t *testing.T) {
 			want: []string{
 				"activity.a: recovered timer for attempt 3, due in 2s",
 				"activity.b: recovered timer for attempt 2, due now",
-				"activity.c: retry budget api exhausted (10/10 retries per 1m0s); attempt 4 waits 12s",
+				"activity.c: retry budget api exhausted (10/10 retries per 1m); attempt 4 waits 12s",
 			},
 		},
 		{
@@ -95,7 +105,7 @@ func TestPlainViewLines(t *testing.T) {
 				fail(1, "exit:1"), retry(2, 250*time.Millisecond, "policy"),
 			},
 			want: []string{
-				"warning: retry budget api is at 8/10 retries per 1m0s",
+				"warning: retry budget api is at 8/10 retries per 1m",
 				inst + " activity.charge_card: attempt 1 failed (exit:1); retry 2 in 250ms",
 			},
 		},

@@ -68,7 +68,7 @@ func (r *Runner) runExec(ctx context.Context, req Request) (any, *Failure, strin
 		if f := dirFailure(spec.Dir); f != nil {
 			return out, f, details
 		}
-		return out, &Failure{Type: TypeExecNotFound, Message: err.Error()}, details
+		return out, notFound(err.Error()), details
 	}
 
 	actx, cancel := attemptContext(ctx, req.Timeout)
@@ -314,7 +314,15 @@ func lookPath(name, pathEnv, dir string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("command %q not found in PATH", name)
+	return "", fmt.Errorf("command %q not found in PATH (searched %s)", name, pathEnv)
+}
+
+// notFound is the failure of a command that does not exist or cannot be
+// executed: a mistake in the configuration (or the machine), which the
+// retry policy does not retry unless a rule names exec:not_found
+// (retry.Decide).
+func notFound(msg string) *Failure {
+	return &Failure{Type: TypeExecNotFound, Message: msg + " (a configuration mistake: not retried unless a retry rule lists exec:not_found in retryable_errors)"}
 }
 
 func checkExecutable(path string) error {
@@ -351,7 +359,7 @@ func dirFailure(dir string) *Failure {
 func startFailure(name string, err error) *Failure {
 	for _, errno := range []syscall.Errno{syscall.ENOENT, syscall.EACCES, syscall.ENOEXEC, syscall.ENOTDIR, syscall.EISDIR} {
 		if errors.Is(err, errno) {
-			return &Failure{Type: TypeExecNotFound, Message: fmt.Sprintf("start %s: %v", name, err)}
+			return notFound(fmt.Sprintf("start %s: %v", name, err))
 		}
 	}
 	return &Failure{Type: TypeExecStart, Message: fmt.Sprintf("start %s: %v", name, err)}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/wf-engine/wf/executor/event"
 	"github.com/wf-engine/wf/retry"
+	"github.com/wf-engine/wf/statefile/record"
 )
 
 // TestEventsSayWhichRuleSpeaks: with ordered rules, every event names the
@@ -98,11 +99,19 @@ func TestAttemptEventsCarryOutputTail(t *testing.T) {
 			t.Fatalf("%s carries output too", ev.Type)
 		}
 	}
+	// The attempt record keeps the same tail (wf history -output).
+	if att := h.state.attempts[attKey("order/k1", "a", 1, 1)]; att == nil || att.Output == nil ||
+		record.Output(*o) != *att.Output {
+		t.Fatalf("attempt record output %+v, want the event's", att)
+	}
 	h.at(2 * time.Second)
 	h.tick()
 	r = h.finish("a", nil) // the harness's success prints "ok"
 	if ok := eventsOf(r, event.AttemptSucceeded); len(ok) != 1 || ok[0].Output == nil || ok[0].Output.Stdout != "ok" {
 		t.Fatalf("attempt_succeeded output: %+v", ok)
+	}
+	if att := h.state.attempts[attKey("order/k1", "a", 1, 2)]; att == nil || att.Output == nil || att.Output.Stdout != "ok" {
+		t.Fatalf("attempt 2 record output %+v", att)
 	}
 }
 

@@ -86,24 +86,39 @@ func (a *act) ruleRef() *event.RuleRef {
 	return ref
 }
 
-// attachOutput gives the attempt_succeeded or attempt_failed event emitted
-// since index from for res the tail of what the attempt printed.
-func (c *Core) attachOutput(from int, res Result) {
-	if len(res.Outputs) == 0 || from >= len(c.out.Events) {
-		return
+// attemptOutput is the tail of what an attempt printed, from its
+// outputs; nil when it printed nothing.
+func attemptOutput(res Result) *event.Output {
+	if len(res.Outputs) == 0 {
+		return nil
 	}
 	var o struct{ Stdout, Stderr, Body string }
 	if json.Unmarshal(res.Outputs, &o) != nil {
-		return
+		return nil
 	}
-	out := event.NewOutput(o.Stdout, o.Stderr, o.Body)
+	return event.NewOutput(o.Stdout, o.Stderr, o.Body)
+}
+
+// recordOutput is out as the attempt record keeps it.
+func recordOutput(out *event.Output) *record.Output {
 	if out == nil {
+		return nil
+	}
+	r := record.Output(*out)
+	return &r
+}
+
+// attachOutput gives the attempt_succeeded or attempt_failed event of
+// attempt number of activity emitted since index from the tail of what
+// the attempt printed.
+func (c *Core) attachOutput(from int, activity string, number int, out *event.Output) {
+	if out == nil || from >= len(c.out.Events) {
 		return
 	}
-	name := "activity." + res.Activity
+	name := "activity." + activity
 	for i := from; i < len(c.out.Events); i++ {
 		ev := &c.out.Events[i]
-		if (ev.Type == event.AttemptSucceeded || ev.Type == event.AttemptFailed) && ev.Attempt == res.Number && ev.Activity == name {
+		if (ev.Type == event.AttemptSucceeded || ev.Type == event.AttemptFailed) && ev.Attempt == number && ev.Activity == name {
 			ev.Output = out
 			return
 		}

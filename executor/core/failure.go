@@ -20,8 +20,11 @@ func (c *Core) result(res Result) {
 	res = c.redact(a, res)
 	c.running--
 	// The attempt's events carry the tail of what it printed (the
-	// dashboard's l view, for wf apply and wf watch alike).
-	defer c.attachOutput(len(c.out.Events), res)
+	// dashboard's l view, for wf apply and wf watch alike), and so does its
+	// record (wf history -output).
+	printed := attemptOutput(res)
+	a.cur.Output = recordOutput(printed)
+	defer c.attachOutput(len(c.out.Events), res.Activity, res.Number, printed)
 	end := res.End
 	if end.IsZero() {
 		end = c.now

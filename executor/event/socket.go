@@ -12,6 +12,7 @@ import (
 	"os"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // ErrNoApply is returned by Dial when no apply serves the socket.
@@ -45,6 +46,10 @@ type ServeOptions struct {
 	// OnFireNow is called (from a connection's goroutine) when a client asks
 	// to fire an activity's pending retry now. Nil ignores such requests.
 	OnFireNow func(instance, activity string)
+	// OnRead answers the read requests of clients connected with
+	// DialReads (the reading commands while the apply holds the state).
+	// Nil answers every request with ErrReadsUnsupported's message.
+	OnRead ReadFunc
 	// History is the number of recent non-plan events replayed to a client
 	// that connects late or falls behind; 0 means DefaultHistory.
 	History int
@@ -57,10 +62,20 @@ type ServeOptions struct {
 	ClientQueueBytes  int
 }
 
-// clientMsg is a line a client sends to the server.
+// clientMsg is a line a client sends to the server. A connection's first
+// line says what the client is: a watcher ({"watch":{}}, which Dial sends)
+// or a reader (a "read" request, see DialReads). A client that says
+// nothing within watchGrace is a watcher of an older wf.
 type clientMsg struct {
+	Watch   *struct{}   `json:"watch,omitempty"`
 	FireNow *fireNowCmd `json:"fire_now,omitempty"`
+	Read    *readReq    `json:"read,omitempty"`
 }
+
+// watchGrace is how long the server waits for a client's first line
+// before it takes the client for a watcher that does not say so (a wf
+// watch from before readers).
+const watchGrace = 200 * time.Millisecond
 
 type fireNowCmd struct {
 	Instance string `json:"instance"`
@@ -87,6 +102,9 @@ type server struct {
 	seq     uint64
 	hist    *history
 	clients map[*client]net.Conn
+	// pending are connections that have not said yet what they are, and
+	// readers: closed at shutdown like the watchers.
+	pending map[net.Conn]struct{}
 	ended   bool // the bus is closed: the run is over
 	closed  bool // shut down
 
@@ -142,6 +160,7 @@ func Serve(ctx context.Context, path string, bus *Bus, opts ServeOptions) (io.Cl
 		sub:     bus.Subscribe(),
 		hist:    newHistory(opts.History, opts.HistoryBytes),
 		clients: map[*client]net.Conn{},
+		pending: map[net.Conn]struct{}{},
 		cancel:  cancel,
 	}
 	s.wg.Add(3)
@@ -211,17 +230,74 @@ func (s *server) accept(ctx context.Context) {
 			_ = conn.Close()
 			return
 		}
-		c := newClient(s.opts.ClientQueueEvents, s.opts.ClientQueueBytes)
-		if s.ended {
-			c.close() // it gets the snapshot, then the run is over
-		}
-		replay := s.hist.snapshot()
-		s.clients[c] = conn
-		s.wg.Add(2)
+		s.pending[conn] = struct{}{}
+		s.wg.Add(1)
 		s.mu.Unlock()
-		go s.write(ctx, c, conn, replay)
-		go s.read(c, conn)
+		go s.handshake(ctx, conn)
 	}
+}
+
+// handshake reads a client's first line and serves it as what it says it
+// is: a reader or a watcher.
+func (s *server) handshake(ctx context.Context, conn net.Conn) {
+	defer s.wg.Done()
+	br := bufio.NewReaderSize(conn, 4096)
+	_ = conn.SetReadDeadline(time.Now().Add(watchGrace))
+	first, err := br.ReadSlice('\n')
+	var ne net.Error
+	switch {
+	case err == nil:
+	case errors.As(err, &ne) && ne.Timeout() && len(first) == 0:
+		// Silent: a watcher from before the handshake.
+	case errors.As(err, &ne) && ne.Timeout():
+		// A line on its way: read the rest of it.
+		_ = conn.SetReadDeadline(time.Time{})
+		rest, rerr := br.ReadSlice('\n')
+		if rerr != nil {
+			s.forget(conn)
+			return
+		}
+		first = append(append([]byte(nil), first...), rest...)
+	default:
+		s.forget(conn) // hung up, or a line too long
+		return
+	}
+	_ = conn.SetReadDeadline(time.Time{})
+	var m clientMsg
+	if len(first) > 0 {
+		_ = json.Unmarshal(first, &m)
+	}
+	if m.Read != nil {
+		s.serveReads(ctx, conn, br, m.Read)
+		s.forget(conn)
+		return
+	}
+	s.mu.Lock()
+	delete(s.pending, conn)
+	if s.closed {
+		s.mu.Unlock()
+		_ = conn.Close()
+		return
+	}
+	c := newClient(s.opts.ClientQueueEvents, s.opts.ClientQueueBytes)
+	if s.ended {
+		c.close() // it gets the snapshot, then the run is over
+	}
+	replay := s.hist.snapshot()
+	s.clients[c] = conn
+	s.wg.Add(2)
+	s.mu.Unlock()
+	go s.write(ctx, c, conn, replay)
+	s.handle(m)
+	go s.read(c, conn, br)
+}
+
+// forget closes a connection that is not a watcher.
+func (s *server) forget(conn net.Conn) {
+	s.mu.Lock()
+	delete(s.pending, conn)
+	s.mu.Unlock()
+	_ = conn.Close()
 }
 
 // write sends the snapshot and then the live events to one client, and a
@@ -260,23 +336,28 @@ func (s *server) write(ctx context.Context, c *client, conn net.Conn, replay []*
 	}
 }
 
-// read handles the commands a client sends. Unknown or malformed lines are
-// ignored: a watcher of another version must not break the apply.
-func (s *server) read(c *client, conn net.Conn) {
+// read handles the commands a watcher sends. Unknown or malformed lines
+// are ignored: a watcher of another version must not break the apply.
+func (s *server) read(c *client, conn net.Conn, r io.Reader) {
 	defer s.wg.Done()
-	sc := bufio.NewScanner(conn)
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
 	for sc.Scan() {
 		var m clientMsg
-		if json.Unmarshal(sc.Bytes(), &m) != nil || m.FireNow == nil {
+		if json.Unmarshal(sc.Bytes(), &m) != nil {
 			continue
 		}
-		if s.opts.OnFireNow != nil {
-			s.opts.OnFireNow(m.FireNow.Instance, m.FireNow.Activity)
-		}
+		s.handle(m)
 	}
 	// The client hung up: stop writing to it as well.
 	s.drop(c)
+}
+
+// handle carries out a watcher's command.
+func (s *server) handle(m clientMsg) {
+	if m.FireNow != nil && s.opts.OnFireNow != nil {
+		s.opts.OnFireNow(m.FireNow.Instance, m.FireNow.Activity)
+	}
 }
 
 func (s *server) drop(c *client) {
@@ -294,9 +375,12 @@ func (s *server) shutdown() {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
 		s.closed = true
-		conns := make([]net.Conn, 0, len(s.clients))
+		conns := make([]net.Conn, 0, len(s.clients)+len(s.pending))
 		for c, conn := range s.clients {
 			c.close()
+			conns = append(conns, conn)
+		}
+		for conn := range s.pending {
 			conns = append(conns, conn)
 		}
 		s.mu.Unlock()
@@ -331,6 +415,11 @@ func Dial(ctx context.Context, path string) (*Subscription, error) {
 			return nil, fmt.Errorf("dial %s: %w: %w", path, ErrNoApply, err)
 		}
 		return nil, fmt.Errorf("dial event socket %s: %w", path, err)
+	}
+	// Say what this client is, so the server sends the snapshot at once.
+	if _, err := conn.Write([]byte("{\"watch\":{}}\n")); err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("dial %s: %w: %w", path, ErrNoApply, err)
 	}
 	local := NewBus()
 	sub := local.Subscribe()

@@ -201,6 +201,9 @@ func validateAttempt(r *Attempt) error {
 	if !validOutcome(r.Outcome) {
 		return fmt.Errorf("%s: unknown outcome %q", where, r.Outcome)
 	}
+	if o := r.Output; o != nil && (o.StdoutBytes < 0 || o.StderrBytes < 0 || o.BodyBytes < 0) {
+		return fmt.Errorf("%s: negative output size", where)
+	}
 	return nil
 }
 

@@ -32,6 +32,7 @@ func sampleAttempt() *Attempt {
 		Start: t0, End: t0.Add(time.Second), Outcome: OutcomeFailed,
 		Error: &Error{Type: "CardDeclined", NonRetryable: true},
 		Wait:  time.Second, HasWait: true, WaitSource: "server", FiredBy: "manual",
+		Output: &Output{Stdout: "charging\n", StdoutBytes: 9, Stderr: "declined\n", StderrBytes: 5000, Body: "{}", BodyBytes: 2},
 	}
 }
 

@@ -744,11 +744,45 @@ func decodeAttempt(b []byte, r *Attempt) error {
 			f.fail(d.strField(&r.WaitSource))
 		case "fired_by":
 			f.fail(d.strField(&r.FiredBy))
+		case "output":
+			f.fail(d.outputObj(&r.Output))
 		default:
 			f.unknown()
 		}
 	}
 	return d.finish(&f)
+}
+
+func (d *decoder) outputObj(p **Output) error {
+	if d.null() {
+		*p = nil
+		return nil
+	}
+	o := &Output{}
+	var f fields
+	for f.init(d); f.next(); {
+		switch string(f.key) {
+		case "stdout":
+			f.fail(d.strField(&o.Stdout))
+		case "stdout_bytes":
+			f.fail(d.intField(&o.StdoutBytes))
+		case "stderr":
+			f.fail(d.strField(&o.Stderr))
+		case "stderr_bytes":
+			f.fail(d.intField(&o.StderrBytes))
+		case "body":
+			f.fail(d.strField(&o.Body))
+		case "body_bytes":
+			f.fail(d.intField(&o.BodyBytes))
+		default:
+			f.unknown()
+		}
+	}
+	if f.err != nil {
+		return f.err
+	}
+	*p = o
+	return nil
 }
 
 func decodeBudget(b []byte, r *Budget) error {

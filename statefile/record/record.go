@@ -145,6 +145,21 @@ type Attempt struct {
 	// FiredBy says what started this attempt: "" (first attempt or a
 	// due timer) or "manual" (fired by hand from the TUI).
 	FiredBy string `json:"fired_by,omitempty"`
+	// Output is the tail of what the attempt printed (exec) or received
+	// (http), as its attempt_succeeded or attempt_failed event carried it;
+	// nil when it printed nothing, or for attempts recorded by an older wf.
+	Output *Output `json:"output,omitempty"`
+}
+
+// Output is the captured end of an attempt's streams: at most a few KiB
+// of each (the event package's OutputTail), with the sizes before the cut.
+type Output struct {
+	Stdout      string `json:"stdout,omitempty"`
+	StdoutBytes int    `json:"stdout_bytes,omitempty"`
+	Stderr      string `json:"stderr,omitempty"`
+	StderrBytes int    `json:"stderr_bytes,omitempty"`
+	Body        string `json:"body,omitempty"`
+	BodyBytes   int    `json:"body_bytes,omitempty"`
 }
 
 // Budget is the sliding window of a retry budget: the times at which

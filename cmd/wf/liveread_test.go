@@ -32,6 +32,10 @@ const liveReadConfig = `workflow "order" {
       initial_interval = "1h"
     }
   }
+
+  output "prepared" {
+    value = activity.prep.stdout
+  }
 }
 `
 
@@ -49,6 +53,8 @@ var liveReads = [][]string{
 	{"state", "show", "-full", "order/o-1"},
 	{"stats"},
 	{"stats", "-json"},
+	{"output", "order/o-1"},
+	{"output", "-json", "order/o-1"},
 }
 
 // relative are the parts of the output that depend on when a command
@@ -113,6 +119,9 @@ func TestReadsWhileApplyRuns(t *testing.T) {
 	}
 	if !strings.Contains(during["history -full order/o-1 charge"], "charging") {
 		t.Errorf("history -full during the apply lacks what the attempt printed:\n%s", during["history -full order/o-1 charge"])
+	}
+	if !strings.Contains(during["output order/o-1"], "prepared") {
+		t.Errorf("output during the apply:\n%s", during["output order/o-1"])
 	}
 	if !strings.Contains(during["plan"], "1 to resume") {
 		t.Errorf("plan during the apply:\n%s", during["plan"])

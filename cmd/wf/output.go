@@ -77,7 +77,8 @@ func (cmd *OutputCommand) Run(ctx context.Context, args []string) error {
 		if cfg, err = c.loadConfig(dir, cmd.flags.loadOptions(c.Environ), cmd.flags.noColor); err != nil {
 			return err
 		}
-		store, err := c.openState(&cmd.flags, dir, "wf output", true)
+		// During an apply, the running apply answers (SPEC §8).
+		store, err := c.openStateReader(ctx, &cmd.flags, dir, "wf output")
 		if err != nil {
 			return err
 		}

@@ -105,7 +105,10 @@ func emitOne(emit func(any) error, r any) error {
 	if err != nil {
 		return err
 	}
-	return emit(json.RawMessage(b))
+	// The stored bytes, as the store holds them: JSON for most records, a
+	// binary form for activities (record schema 3). A []byte travels as a
+	// base64 string in the socket's JSON lines.
+	return emit(b)
 }
 
 func emitAll[T any](emit func(any) error, recs []*T) error {
@@ -149,7 +152,11 @@ func (c *Client) Close() error { return c.r.Close() }
 
 func read[T any](c *Client, op string, a args, decode func([]byte) (*T, error), each func(*T)) error {
 	err := c.r.Read(op, a, func(item json.RawMessage) error {
-		r, err := decode(item)
+		var stored []byte
+		if err := json.Unmarshal(item, &stored); err != nil {
+			return fmt.Errorf("a record from the running apply: %w", err)
+		}
+		r, err := decode(stored)
 		if err != nil {
 			return fmt.Errorf("a record from the running apply: %w", err)
 		}

@@ -136,8 +136,26 @@ func appendAttempt(b []byte, r *Attempt) ([]byte, error) {
 	e.boolOmit("has_wait", r.HasWait)
 	e.strOmit("wait_source", r.WaitSource)
 	e.strOmit("fired_by", r.FiredBy)
+	e.outputObj("output", r.Output)
 	e.close()
 	return e.b, e.err
+}
+
+// outputObj writes an attempt's captured output as json.Marshal does
+// (omitted when nil; each field omitted when empty).
+func (e *encoder) outputObj(name string, o *Output) {
+	if o == nil {
+		return
+	}
+	e.key(name)
+	e.open()
+	e.strOmit("stdout", o.Stdout)
+	e.intOmit("stdout_bytes", int64(o.StdoutBytes))
+	e.strOmit("stderr", o.Stderr)
+	e.intOmit("stderr_bytes", int64(o.StderrBytes))
+	e.strOmit("body", o.Body)
+	e.intOmit("body_bytes", int64(o.BodyBytes))
+	e.close()
 }
 
 func appendSpawn(b []byte, r *Spawn) ([]byte, error) {

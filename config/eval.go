@@ -174,6 +174,12 @@ func (l *loader) checkRefs(expr hcl.Expression, sc scope) (refs []ref, ok bool) 
 			ok = false
 		}
 	}
+	if ok {
+		if d := elementOutputRefs(expr, sc); len(d) > 0 {
+			l.addDiags(d)
+			ok = false
+		}
+	}
 	return refs, ok
 }
 

@@ -187,9 +187,19 @@ func guardExpr(e hclsyntax.Expression) hclsyntax.Expression {
 		if isGuard(x.Name) {
 			return x
 		}
+		allLiteral := true
+		for _, a := range x.Args {
+			allLiteral = allLiteral && literal(a)
+		}
 		for i, a := range x.Args {
 			a = guardExpr(a)
-			if x.Name != "try" && x.Name != "can" && !literal(a) {
+			// A call of literals only keeps the guard on its first
+			// argument: once the budget is spent, that guard fails the
+			// call before it runs. Without it, a loop that goes on after
+			// the budget ran out (HCL evaluates every iteration of a for
+			// expression, collecting errors) would still build
+			// range(1000) on every iteration.
+			if x.Name != "try" && x.Name != "can" && (!literal(a) || allLiteral && i == 0) {
 				// try and can take expressions, not values: an error in
 				// the guard is one they may catch, and the budget's
 				// exhaustion sticks anyway. A literal is as large as it

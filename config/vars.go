@@ -118,8 +118,11 @@ func (l *loader) loadVariables(blocks []*hcl.Block) {
 		}
 	}
 	sort.Strings(autos)
+	// unread is set when a variable file could not be read or parsed: a
+	// variable it may have set is then not reported missing as well.
+	unread := false
 	for _, name := range autos {
-		l.varsFromFile(l.diagName(name), l.files[name], set)
+		unread = !l.varsFromFile(l.diagName(name), l.files[name], set) || unread
 	}
 	for _, path := range l.opts.VarFiles {
 		src, ok := l.files[path]
@@ -127,11 +130,12 @@ func (l *loader) loadVariables(blocks []*hcl.Block) {
 			b, err := os.ReadFile(path)
 			if err != nil {
 				l.errorf(nil, "Cannot read variable file", "read -var-file %s: %v", path, err)
+				unread = true
 				continue
 			}
 			src = b
 		}
-		l.varsFromFile(path, src, set)
+		unread = !l.varsFromFile(path, src, set) || unread
 	}
 	l.varsFromFlags(set)
 
@@ -144,6 +148,8 @@ func (l *loader) loadVariables(blocks []*hcl.Block) {
 			l.varVals[name] = val
 		case v.hasDefault:
 			l.varVals[name] = v.def
+		case unread:
+			l.varVals[name] = cty.DynamicVal
 		default:
 			l.errorf(v.declRange.Ptr(), "No value for required variable",
 				"The variable %q has no default, so a value must be given with -var, -var-file, a *.auto.wfvars file or the %s%s environment variable.",
@@ -308,7 +314,9 @@ func (l *loader) varsFromFlags(set map[string]cty.Value) {
 	}
 }
 
-func (l *loader) varsFromFile(filename string, src []byte, set map[string]cty.Value) {
+// varsFromFile reads the values of one variable file into set; false when
+// the file could not be parsed.
+func (l *loader) varsFromFile(filename string, src []byte, set map[string]cty.Value) bool {
 	l.sources[filename] = src
 	isJSON := strings.HasSuffix(filename, ".json")
 	var f *hcl.File
@@ -320,7 +328,7 @@ func (l *loader) varsFromFile(filename string, src []byte, set map[string]cty.Va
 	}
 	l.addDiags(d)
 	if d.HasErrors() || f == nil {
-		return
+		return false
 	}
 	attrs, d := f.Body.JustAttributes()
 	l.addDiags(d)
@@ -362,6 +370,7 @@ func (l *loader) varsFromFile(filename string, src []byte, set map[string]cty.Va
 			set[v.name] = val
 		}
 	}
+	return true
 }
 
 // parseJSONVars parses a *.wfvars.json file: one JSON object of variable
@@ -384,5 +393,16 @@ func parseJSONVars(src []byte, filename string) (*hcl.File, hcl.Diagnostics) {
 			Subject:  &hcl.Range{Filename: filename, Start: hcl.InitialPos, End: hcl.InitialPos},
 		}}
 	}
-	return hcljson.Parse(src, filename)
+	f, d := hcljson.Parse(src, filename)
+	if d.HasErrors() {
+		// The JSON parser reports one mistake at every enclosing level
+		// (an unclosed object, then its parent, then "Root value must be
+		// object"): the first is the one to fix.
+		for _, e := range d {
+			if e.Severity == hcl.DiagError {
+				return nil, hcl.Diagnostics{e}
+			}
+		}
+	}
+	return f, d
 }

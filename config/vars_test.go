@@ -187,9 +187,12 @@ variable "d" { default = "d0" }
 	if got := cfg.Variables["d"].AsString(); got != "from -var-file" {
 		t.Errorf("d = %q", got)
 	}
-	// A broken file is a diagnostic naming it.
-	_, diags := load(t, src, LoadOptions{}, "bad.auto.wfvars.json", `{"a": `)
-	if !diags.HasErrors() || !strings.Contains(diags.Error(), "bad.auto.wfvars.json") {
+	// A broken file is one diagnostic naming it, at the mistake: not one
+	// per enclosing level, and not "No value for required variable" for
+	// the variables it may have set.
+	_, diags := load(t, src, LoadOptions{}, "bad.auto.wfvars.json", `{"a": "x", "c": ["y"`)
+	if errs := errorsOf(diags); len(errs) != 1 || errs[0].Subject == nil || !strings.HasSuffix(errs[0].Subject.Filename, "bad.auto.wfvars.json") ||
+		errs[0].Subject.Start.Column != 17 {
 		t.Errorf("broken JSON: %v", diags)
 	}
 	_, diags = load(t, src, LoadOptions{}, "bad.auto.wfvars.json", `["a"]`)

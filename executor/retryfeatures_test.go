@@ -832,9 +832,11 @@ func TestRetryFeaturesBudgetWaitSurvivesRestart(t *testing.T) {
 	if len(recovered) != 1 || recovered[0].FireAt == nil || !recovered[0].FireAt.Equal(fireAt) || recovered[0].DelaySource != "budget" {
 		t.Fatalf("timer_recovered for %s = %+v, want one at the recorded %v; events:\n%s", waiter, recovered, fireAt, rec.dump())
 	}
-	// The window was not reset: at restart the grant still counts.
-	if u := recovered[0].Budget; u == nil || u.Used != 1 {
-		t.Errorf("timer_recovered budget usage %+v, want 1 of 1 used", u)
+	// The window was not reset: at restart the grant still counts (when
+	// the restart came within the grant's window: on a loaded machine it
+	// may come after it, when the grant has rightly expired).
+	if u := recovered[0].Budget; recovered[0].Time.Before(granted.Time.Add(time.Second)) && (u == nil || u.Used != 1) {
+		t.Errorf("timer_recovered budget usage %+v at %v, want 1 of 1 used (granted at %v)", u, recovered[0].Time, granted.Time)
 	}
 	hs := srv.hitsOf("/" + waiter)
 	if len(hs) != 2 {

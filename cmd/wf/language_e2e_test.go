@@ -103,7 +103,7 @@ func TestForEachEndToEnd(t *testing.T) {
 	for _, want := range []string{
 		"~ activity.list (exec)  # replacement requested",
 		"+ activity.fetch (exec)  # one element per key of for_each (known after activity.list); the 3 elements in state will run again or be forgotten",
-		`activity.fetch["c"]: not in for each; its state was forgotten`,
+		`activity.fetch["c"]: no longer in for_each; its state was forgotten`,
 		`activity.fetch["d"]: attempt 1/3 started`,
 		`report = "a=got a b=got b d=got d"`,
 	} {

@@ -198,6 +198,9 @@ func TestDidYouMeanOnTheCommandLine(t *testing.T) {
 		if r.code != 1 || !strings.Contains(r.stderr, tt.stderr) {
 			t.Errorf("wf %v: exit %d, stderr %q, want %q", tt.args, r.code, r.stderr, tt.stderr)
 		}
+		if n := strings.Count(r.stderr, "Did you mean"); n != 1 {
+			t.Errorf("wf %v said Did you mean %d times:\n%s", tt.args, n, r.stderr)
+		}
 		if strings.Contains(r.stderr, "Usage:") && tt.args[0] != "state" {
 			t.Errorf("wf %v printed the usage:\n%s", tt.args, r.stderr)
 		}

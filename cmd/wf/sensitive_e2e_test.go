@@ -2,11 +2,17 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"io"
 	"io/fs"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The secrets of TestSecretsNeverShow: a sensitive variable's value, and
@@ -176,4 +182,164 @@ func readAll(t *testing.T, dir string, files []string) []byte {
 		all = append(all, b...)
 	}
 	return all
+}
+
+// secretHeader is a header value named like a secret (X-Api-Key), written
+// in the configuration as a literal.
+const secretHeader = "hdr-literal-5555"
+
+const socketSecretsConfig = `
+variable "token" {
+  sensitive = true
+}
+variable "release" {
+  default = ""
+}
+variable "server" {
+  default = ""
+}
+
+workflow "w" {
+  activity "echo" {
+    exec {
+      script = <<-EOT
+        echo "` + plainMarker + ` token=$TOK"
+        if [ "$WF_ATTEMPT" = 1 ]; then
+          printf '{"type":"Boom","message":"bad token %s"}' "$TOK" > "$WF_ERROR_FILE"
+          exit 1
+        fi
+      EOT
+      env = { TOK = var.token }
+    }
+    retry {
+      maximum_attempts = 2
+      initial_interval = "10ms"
+    }
+  }
+
+  # The server answers with what it was sent: the URL and the headers.
+  activity "echo_headers" {
+    http {
+      url     = "${var.server}/echo?api_key=` + secretParam + `"
+      headers = { "X-Api-Key" = "` + secretHeader + `", Authorization = "Bearer ${var.token}" }
+    }
+  }
+
+  # Holds the apply (and its event socket) open until the test has read
+  # what came before.
+  activity "hold" {
+    depends_on = [activity.echo, activity.echo_headers]
+    exec {
+      script = "while [ ! -e \"$RELEASE\" ]; do sleep 0.05; done"
+      env    = { RELEASE = var.release }
+    }
+  }
+
+  output "token" {
+    value     = var.token
+    sensitive = true
+  }
+  output "echoed" {
+    value = activity.echo.stdout
+  }
+  output "answer" {
+    value = activity.echo_headers.body
+  }
+}
+`
+
+// TestSecretsNeverOnTheEventSocket reads the raw bytes of the event socket
+// of a running apply (what wf watch and any other client gets: the replay
+// and the live events, outputs included) and the files of the state
+// afterwards, and finds no secret: not the sensitive variable, not a
+// query parameter or a header named like a secret, even where the server
+// echoes them back.
+func TestSecretsNeverOnTheEventSocket(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "url=%s x-api-key=%s authorization=%s plain=%s\n", r.URL.String(), r.Header.Get("X-Api-Key"), r.Header.Get("Authorization"), plainMarker)
+	}))
+	defer srv.Close()
+	dir := writeConfig(t, map[string]string{"main.wf.hcl": socketSecretsConfig})
+	release := filepath.Join(t.TempDir(), "release")
+	a := &backgroundApply{done: make(chan int, 1)}
+	c := &CLI{
+		Stdin: strings.NewReader(""), Stdout: &a.stdout, Stderr: &a.stderr,
+		Environ:    append(baseEnv(t), "WF_VAR_token="+secretToken),
+		IsTerminal: func(any) bool { return false },
+		Now:        time.Now,
+	}
+	go func() {
+		a.done <- c.Run(t.Context(), []string{"apply", "-auto-approve", "-var", "release=" + release, "-var", "server=" + srv.URL, dir})
+	}()
+	sock := filepath.Join(dir, ".wf", "events.sock")
+	deadline := time.Now().Add(60 * time.Second)
+	var conn net.Conn
+	for conn == nil && time.Now().Before(deadline) {
+		if cn, err := net.Dial("unix", sock); err == nil {
+			conn = cn
+		} else {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if conn == nil {
+		t.Fatal("the event socket never served")
+	}
+	defer conn.Close()
+	raw := &lockedBuffer{}
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		_, _ = io.Copy(raw, conn)
+	}()
+	for !strings.Contains(raw.String(), `"type":"attempt_started","workflow":"w","instance":"w/default","activity":"activity.hold"`) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := os.WriteFile(release, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case code := <-a.done:
+		if code != 0 {
+			t.Fatalf("apply: exit %d\n%s\n%s", code, a.stdout.String(), a.stderr.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("apply did not end")
+	}
+	select {
+	case <-read:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the socket stayed open after the apply")
+	}
+	stream := raw.String()
+	files := map[string]string{"the event socket": stream, "apply's output": a.stdout.String() + a.stderr.String()}
+	_ = filepath.WalkDir(filepath.Join(dir, ".wf"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || d.Type()&fs.ModeSocket != 0 {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		files[path] = string(b)
+		return nil
+	})
+	for where, s := range files {
+		for _, secret := range []string{secretToken, secretParam, secretHeader} {
+			if i := strings.Index(s, secret); i >= 0 {
+				t.Errorf("%s holds the secret %q: ...%s...", where, secret, s[max(0, i-200):min(len(s), i+100)])
+			}
+		}
+	}
+	for _, want := range []string{
+		plainMarker + ` token=(sensitive)`, // echo's stdout
+		`bad token (sensitive)`,            // its error
+		`api_key=(sensitive)`,              // the URL echoed back
+		`x-api-key=(sensitive)`,            // the header echoed back
+		`authorization=(sensitive)`,        // a header named like a secret, with the variable in it
+		`"type":"output"`,                  // outputs went through the socket
+	} {
+		if !strings.Contains(stream, want) {
+			t.Errorf("the event socket lacks %q:\n%s", want, stream)
+		}
+	}
 }

@@ -14,7 +14,7 @@ import (
 func fmtLanguageEvent(e event.Event) string {
 	switch e.Type {
 	case event.ActivityRemoved:
-		s := e.Activity + ": " + fmtReason(e.Reason) + "; its state was forgotten"
+		s := e.Activity + ": " + removedWhy(e.Reason) + "; its state was forgotten"
 		if e.Error != nil && e.Error.Message != "" {
 			s += " (" + e.Error.Message + ")"
 		}
@@ -36,6 +36,19 @@ func fmtLanguageEvent(e event.Event) string {
 		return fmt.Sprintf("output %s = %s", e.Value.Name, oneLine(string(e.Value.Value), 200))
 	}
 	return ""
+}
+
+// removedWhy says in words why an activity's state was forgotten.
+func removedWhy(reason string) string {
+	switch reason {
+	case "not_in_for_each":
+		return "no longer in for_each"
+	case "for_each_added":
+		return "now has for_each"
+	case "for_each_removed":
+		return "no longer has for_each"
+	}
+	return fmtReason(reason)
 }
 
 // elementNames is what `wf history INSTANCE ACTIVITY` shows: the activity,

@@ -97,9 +97,12 @@ type Core struct {
 	// parked holds, per gate, the activities waiting for it to change.
 	parked map[gate][]*act
 
-	timers  timerHeap
-	queue   readyQueue
-	running int
+	timers timerHeap
+	// bulkTimers is set while Start arms the recovered timers: they are
+	// appended, and the heap is built once (buildTimers).
+	bulkTimers bool
+	queue      readyQueue
+	running    int
 
 	started  bool
 	stopped  bool
@@ -266,6 +269,8 @@ func (c *Core) Start(now time.Time) Ready {
 		}
 		c.started = true
 		c.begin = now
+		c.bulkTimers = true
+		c.growStartEvents()
 		for _, in := range c.insts {
 			c.initInstance(in)
 			c.settleState(in)
@@ -281,6 +286,7 @@ func (c *Core) Start(now time.Time) Ready {
 			}
 			c.unblock(a)
 		}
+		c.buildTimers()
 		c.fireDue()
 	})
 }
@@ -368,7 +374,7 @@ func (c *Core) step(now time.Time, f func()) Ready {
 	c.flush()
 	if !c.stopped && !c.finished {
 		if c.timers.Len() > 0 {
-			c.out.Wake = c.timers[0].rec.Timer.FireAt
+			c.out.Wake = c.timers[0].a.rec.Timer.FireAt
 		}
 		// The end of a break is told to the views on time.
 		if at := c.nextBreakerWake(); !at.IsZero() && (c.out.Wake.IsZero() || at.Before(c.out.Wake)) {

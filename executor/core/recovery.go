@@ -12,6 +12,20 @@ import (
 
 // ---- start-up -----------------------------------------------------------
 
+// growStartEvents sizes the first step's events for what start-up is
+// known to emit: a plan per instance, a timer_recovered per recorded
+// timer, the first attempts. Recovering 100,000 timers otherwise grows a
+// slice of large events a score of times.
+func (c *Core) growStartEvents() {
+	n := 2*len(c.insts) + max(c.opts.Parallelism, 0)
+	for _, a := range c.all {
+		if a.rec != nil && a.rec.Timer != nil {
+			n++
+		}
+	}
+	c.out.Events = slices.Grow(c.out.Events, n)
+}
+
 func (c *Core) initInstance(in *inst) {
 	if r := c.opts.InstanceState[in.addr]; r != nil {
 		cp := *r

@@ -294,13 +294,13 @@ func (c *Core) skipGroup(g *act, reason string) {
 // elements with their group, groups not expanded yet with what they wait
 // for; expanded groups are their elements.
 func (c *Core) planInfos(acts []*act) []event.ActivityInfo {
-	var out []event.ActivityInfo
+	out := make([]event.ActivityInfo, 0, len(acts))
 	for _, a := range acts {
 		if a.grp != nil && a.grp.expanded {
 			continue
 		}
 		info := event.ActivityInfo{
-			Activity:    "activity." + a.cfg.Name,
+			Activity:    a.address(),
 			Kind:        string(a.cfg.Kind),
 			Action:      a.action,
 			MaxAttempts: maxAttempts(a.cfg),
@@ -320,6 +320,9 @@ func (c *Core) planInfos(acts []*act) []event.ActivityInfo {
 			info.Attempts = a.rec.Attempts
 		}
 		out = append(out, info)
+	}
+	if len(out) == 0 {
+		return nil
 	}
 	return out
 }

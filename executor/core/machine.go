@@ -47,9 +47,12 @@ type act struct {
 	cfg    *config.Activity
 	mode   Mode
 	action string // plan action word
-	order  int    // global position: instance order, then topological order
-	rec    *record.Activity
-	phase  phase
+	// ref is "activity.NAME", cut from one string built for every
+	// activity known at New (refs); "" for elements expanded later.
+	ref   string
+	order int // global position: instance order, then topological order
+	rec   *record.Activity
+	phase phase
 	// next and firedBy describe the attempt to start once queued.
 	next    int
 	firedBy string
@@ -169,6 +172,7 @@ func New(opts Options) *Core {
 		c.insts = append(c.insts, in)
 		c.buildInstance(in, spec)
 	}
+	c.refs()
 	for _, name := range sortedKeys(c.breakers) {
 		g := c.breakers[name]
 		for _, a := range c.all {
@@ -220,6 +224,10 @@ func topoOrder(acts []*config.Activity) []*config.Activity {
 	index := map[string]int{}
 	for i, a := range acts {
 		index[a.Name] = i
+	}
+	if !slices.ContainsFunc(acts, func(a *config.Activity) bool { return len(a.DependsOn) > 0 }) {
+		// Nothing depends on anything: declaration order.
+		return slices.Clone(acts)
 	}
 	indeg := make([]int, len(acts))
 	down := make([][]int, len(acts))

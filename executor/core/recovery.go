@@ -12,6 +12,36 @@ import (
 
 // ---- start-up -----------------------------------------------------------
 
+// refs gives every activity its "activity.NAME", all cut from one
+// string: every event of an activity names it, and a state of 100,000
+// activities would otherwise build 100,000 such strings per kind of event.
+func (c *Core) refs() {
+	n := 0
+	for _, a := range c.all {
+		n += len("activity.") + len(a.cfg.Name)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, a := range c.all {
+		b.WriteString("activity.")
+		b.WriteString(a.cfg.Name)
+	}
+	all, at := b.String(), 0
+	for _, a := range c.all {
+		end := at + len("activity.") + len(a.cfg.Name)
+		a.ref = all[at:end]
+		at = end
+	}
+}
+
+// address is the activity's "activity.NAME".
+func (a *act) address() string {
+	if a.ref != "" {
+		return a.ref
+	}
+	return "activity." + a.cfg.Name
+}
+
 // growStartEvents sizes the first step's events for what start-up is
 // known to emit: a plan per instance, a timer_recovered per recorded
 // timer, the first attempts. Recovering 100,000 timers otherwise grows a

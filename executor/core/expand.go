@@ -66,7 +66,8 @@ type instExt struct {
 // buildInstance makes the nodes of one instance in topological order and
 // wires them.
 func (c *Core) buildInstance(in *inst, spec Instance) {
-	in.byName = map[string]*act{}
+	in.byName = make(map[string]*act, len(spec.Workflow.Activities))
+	in.acts = make([]*act, 0, len(spec.Workflow.Activities))
 	in.red = config.NewRedactor(in.wf.Sensitive)
 	in.state = c.applyMoves(in, c.opts.Activities[in.addr])
 	for _, o := range in.wf.Outputs {
@@ -119,10 +120,10 @@ func (c *Core) buildInstance(in *inst, spec Instance) {
 
 // newAct makes the node of one activity or element.
 func (c *Core) newAct(in *inst, ac *config.Activity, modes map[string]Mode) *act {
-	a := &act{in: in, cfg: ac, order: len(c.all), heapIdx: -1, qIdx: -1, rule: -1}
+	a := c.slab.act()
+	*a = act{in: in, cfg: ac, order: len(c.all), heapIdx: -1, qIdx: -1, rule: -1}
 	if r := in.state[ac.Name]; r != nil {
-		cp := copyActivity(r)
-		a.rec = &cp
+		a.rec = c.slab.copy(r)
 	}
 	a.mode = modeFor(modes, ac.Name, a.rec)
 	a.action = actionFor(a.mode, a.rec)

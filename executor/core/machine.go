@@ -100,6 +100,8 @@ type Core struct {
 	// parked holds, per gate, the activities waiting for it to change.
 	parked map[gate][]*act
 
+	// slab holds the nodes and record copies New makes (recovery.go).
+	slab   slab
 	timers timerHeap
 	// bulkTimers is set while Start arms the recovered timers: they are
 	// appended, and the heap is built once (buildTimers).
@@ -160,6 +162,8 @@ func New(opts Options) *Core {
 		}
 		c.breakers[name] = newBreakerGate(cfg, opts.BreakerState[name])
 	}
+	c.slab = newSlab(opts)
+	c.all = make([]*act, 0, c.slab.acts)
 	for _, spec := range opts.Instances {
 		if spec.Workflow == nil {
 			continue
@@ -172,6 +176,7 @@ func New(opts Options) *Core {
 		c.insts = append(c.insts, in)
 		c.buildInstance(in, spec)
 	}
+	c.slab = slab{}
 	c.refs()
 	for _, name := range sortedKeys(c.breakers) {
 		g := c.breakers[name]

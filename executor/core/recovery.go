@@ -12,6 +12,97 @@ import (
 
 // ---- start-up -----------------------------------------------------------
 
+// slab hands out the nodes and record copies New makes, cut from a few
+// large arrays: a state of 100,000 activities is then a handful of
+// allocations instead of half a million, which is most of what start-up
+// spent (in the allocator and the collector). Elements expanded later,
+// and anything past the counts, are allocated one by one.
+type slab struct {
+	acts   int // how many nodes New will make at most
+	nodes  []act
+	recs   []record.Activity
+	timers []record.Timer
+	errs   []record.Error
+	counts []int
+}
+
+func newSlab(opts Options) slab {
+	s := slab{}
+	var recs, timers, errs, counts int
+	for _, spec := range opts.Instances {
+		if spec.Workflow == nil {
+			continue
+		}
+		s.acts += len(spec.Workflow.Activities)
+		for _, r := range opts.Activities[spec.Workflow.Address()] {
+			recs++
+			if r.Timer != nil {
+				timers++
+			}
+			if r.LastError != nil {
+				errs++
+			}
+			counts += len(r.RuleCounts)
+		}
+	}
+	s.nodes = make([]act, s.acts)
+	s.recs = make([]record.Activity, recs)
+	s.timers = make([]record.Timer, timers)
+	s.errs = make([]record.Error, errs)
+	s.counts = make([]int, counts)
+	return s
+}
+
+func (s *slab) act() *act {
+	if len(s.nodes) == 0 {
+		return new(act)
+	}
+	a := &s.nodes[0]
+	s.nodes = s.nodes[1:]
+	return a
+}
+
+// copy is copyActivity into the slab.
+func (s *slab) copy(r *record.Activity) *record.Activity {
+	if len(s.recs) == 0 {
+		cp := copyActivity(r)
+		return &cp
+	}
+	cp := &s.recs[0]
+	s.recs = s.recs[1:]
+	*cp = *r
+	if r.Timer != nil {
+		if len(s.timers) > 0 {
+			cp.Timer, s.timers = &s.timers[0], s.timers[1:]
+		} else {
+			cp.Timer = new(record.Timer)
+		}
+		*cp.Timer = *r.Timer
+	}
+	if r.LastError != nil {
+		if len(s.errs) > 0 {
+			cp.LastError, s.errs = &s.errs[0], s.errs[1:]
+		} else {
+			cp.LastError = new(record.Error)
+		}
+		*cp.LastError = *r.LastError
+	}
+	// As copyActivity: no counts (nil or empty) copy as nil.
+	if len(r.RuleCounts) > 0 {
+		if n := len(r.RuleCounts); n <= len(s.counts) {
+			// Full slice expression: an append by the core reallocates
+			// rather than write into the next record's counts.
+			cp.RuleCounts, s.counts = s.counts[:n:n], s.counts[n:]
+			copy(cp.RuleCounts, r.RuleCounts)
+		} else {
+			cp.RuleCounts = append([]int(nil), r.RuleCounts...)
+		}
+	} else {
+		cp.RuleCounts = nil
+	}
+	return cp
+}
+
 // refs gives every activity its "activity.NAME", all cut from one
 // string: every event of an activity names it, and a state of 100,000
 // activities would otherwise build 100,000 such strings per kind of event.
@@ -43,17 +134,19 @@ func (a *act) address() string {
 }
 
 // growStartEvents sizes the first step's events for what start-up is
-// known to emit: a plan per instance, a timer_recovered per recorded
-// timer, the first attempts. Recovering 100,000 timers otherwise grows a
-// slice of large events a score of times.
+// known to emit (a plan per instance, a timer_recovered per recorded
+// timer, the first attempts) and the timer heap for the recorded timers.
+// Recovering 100,000 timers otherwise grows a slice of large events a
+// score of times.
 func (c *Core) growStartEvents() {
-	n := 2*len(c.insts) + max(c.opts.Parallelism, 0)
+	timers := 0
 	for _, a := range c.all {
 		if a.rec != nil && a.rec.Timer != nil {
-			n++
+			timers++
 		}
 	}
-	c.out.Events = slices.Grow(c.out.Events, n)
+	c.out.Events = slices.Grow(c.out.Events, timers+2*len(c.insts)+max(c.opts.Parallelism, 0))
+	c.timers = slices.Grow(c.timers, timers)
 }
 
 func (c *Core) initInstance(in *inst) {

@@ -226,13 +226,13 @@ func actionFor(m Mode, rec *record.Activity) string {
 // Activities caught in a cycle (the planner rejects those) are appended in
 // declaration order; they never become ready.
 func topoOrder(acts []*config.Activity) []*config.Activity {
-	index := map[string]int{}
-	for i, a := range acts {
-		index[a.Name] = i
-	}
 	if !slices.ContainsFunc(acts, func(a *config.Activity) bool { return len(a.DependsOn) > 0 }) {
 		// Nothing depends on anything: declaration order.
 		return slices.Clone(acts)
+	}
+	index := make(map[string]int, len(acts))
+	for i, a := range acts {
+		index[a.Name] = i
 	}
 	indeg := make([]int, len(acts))
 	down := make([][]int, len(acts))

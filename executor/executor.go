@@ -198,11 +198,13 @@ func Start(ctx context.Context, opts Options) (*Run, error) {
 		seed = strconv.FormatInt(time.Now().UnixNano(), 10)
 	}
 	copts := core.Options{
-		Instances:     opts.Instances,
-		Budgets:       map[string]retry.Budget{},
-		Parallelism:   opts.Parallelism,
-		Seed:          seed,
-		Activities:    map[string]map[string]*record.Activity{},
+		Instances:   opts.Instances,
+		Budgets:     map[string]retry.Budget{},
+		Parallelism: opts.Parallelism,
+		Seed:        seed,
+		Activities:  map[string]map[string]*record.Activity{},
+		// The loaded records are read here only before core.New.
+		OwnActivities: true,
 		InstanceState: map[string]*record.Instance{},
 		Running:       map[string]map[string]*record.Attempt{},
 	}

@@ -123,7 +123,11 @@ func (c *Core) newAct(in *inst, ac *config.Activity, modes map[string]Mode) *act
 	a := c.slab.act()
 	*a = act{in: in, cfg: ac, order: len(c.all), heapIdx: -1, qIdx: -1, rule: -1}
 	if r := in.state[ac.Name]; r != nil {
-		a.rec = c.slab.copy(r)
+		if c.opts.OwnActivities && r == c.opts.Activities[in.addr][ac.Name] {
+			a.rec = r
+		} else {
+			a.rec = c.slab.copy(r)
+		}
 	}
 	a.mode = modeFor(modes, ac.Name, a.rec)
 	a.action = actionFor(a.mode, a.rec)

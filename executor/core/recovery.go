@@ -34,6 +34,9 @@ func newSlab(opts Options) slab {
 			continue
 		}
 		s.acts += len(spec.Workflow.Activities)
+		if opts.OwnActivities {
+			continue // kept, not copied (a moved record is copied one by one)
+		}
 		for _, r := range opts.Activities[spec.Workflow.Address()] {
 			recs++
 			if r.Timer != nil {

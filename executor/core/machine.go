@@ -100,6 +100,8 @@ type Core struct {
 	// parked holds, per gate, the activities waiting for it to change.
 	parked map[gate][]*act
 
+	// recoveredFacts backs the timer_recovered events of Start.
+	recoveredFacts timerFacts
 	// slab holds the nodes and record copies New makes (recovery.go).
 	slab   slab
 	timers timerHeap
@@ -300,6 +302,7 @@ func (c *Core) Start(now time.Time) Ready {
 			c.unblock(a)
 		}
 		c.buildTimers()
+		c.recoveredFacts = timerFacts{}
 		c.fireDue()
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/wf-engine/wf/executor/event"
 	"github.com/wf-engine/wf/statefile/record"
@@ -150,6 +151,24 @@ func (c *Core) growStartEvents() {
 	}
 	c.out.Events = slices.Grow(c.out.Events, timers+2*len(c.insts)+max(c.opts.Parallelism, 0))
 	c.timers = slices.Grow(c.timers, timers)
+	c.recoveredFacts = timerFacts{at: make([]time.Time, timers), ms: make([]int64, timers)}
+}
+
+// timerFacts holds the fire times and delays the timer_recovered events
+// of start-up point to, two arrays rather than two allocations per event.
+type timerFacts struct {
+	at []time.Time
+	ms []int64
+}
+
+func (f *timerFacts) next(t *record.Timer) (*time.Time, *int64) {
+	if len(f.at) == 0 || len(f.ms) == 0 {
+		return timePtr(t.FireAt), event.Ms(t.Delay)
+	}
+	at, ms := &f.at[0], &f.ms[0]
+	f.at, f.ms = f.at[1:], f.ms[1:]
+	*at, *ms = t.FireAt, t.Delay.Milliseconds()
+	return at, ms
 }
 
 func (c *Core) initInstance(in *inst) {
@@ -211,8 +230,7 @@ func (c *Core) initActivity(a *act) {
 			if t := a.rec.Timer; t != nil {
 				ev := c.ev(a, event.TimerRecovered)
 				ev.Attempt = t.Attempt
-				ev.FireAt = timePtr(t.FireAt)
-				ev.DelayMs = event.Ms(t.Delay)
+				ev.FireAt, ev.DelayMs = c.recoveredFacts.next(t)
 				ev.DelaySource = t.Source
 				c.emit(ev)
 				c.armTimer(a)

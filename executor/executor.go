@@ -10,12 +10,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/wf-engine/wf/config"
@@ -28,8 +26,7 @@ import (
 )
 
 // Store is the part of the state store the executor needs; *statefile.Store
-// implements it. Start reads the state of several instances at once: the
-// reads must be safe for concurrent use.
+// implements it.
 type Store interface {
 	Activities(workflow, key string) (map[string]*record.Activity, error)
 	Budgets() (map[string]*record.Budget, error)
@@ -236,23 +233,28 @@ func Start(ctx context.Context, opts Options) (*Run, error) {
 			}
 		}
 	}
+	ir, _ := opts.Store.(instanceReader)
 	for _, in := range opts.Instances {
 		if in.Workflow == nil {
 			return nil, errors.New("start run: instance without a workflow")
 		}
-	}
-	loaded := loadInstances(opts.Store, opts.Instances)
-	for i, in := range opts.Instances {
-		wf, l := in.Workflow, loaded[i]
-		if l.err != nil {
-			return nil, l.err
+		wf := in.Workflow
+		acts, err := opts.Store.Activities(wf.Name, wf.Key)
+		if err != nil {
+			return nil, fmt.Errorf("load state of %s: %w", wf.Address(), err)
 		}
-		copts.Activities[wf.Address()] = l.acts
-		if err := loadRunning(opts.Store, wf, l.acts, copts.Running); err != nil {
+		copts.Activities[wf.Address()] = acts
+		if err := loadRunning(opts.Store, wf, acts, copts.Running); err != nil {
 			return nil, err
 		}
-		if l.inst != nil {
-			copts.InstanceState[wf.Address()] = l.inst
+		if ir != nil {
+			rec, err := ir.Instance(wf.Name, wf.Key)
+			if err != nil {
+				return nil, fmt.Errorf("load instance %s: %w", wf.Address(), err)
+			}
+			if rec != nil {
+				copts.InstanceState[wf.Address()] = rec
+			}
 		}
 	}
 	budgets, err := opts.Store.Budgets()
@@ -296,60 +298,6 @@ func Start(ctx context.Context, opts Options) (*Run, error) {
 	}
 	go r.loop(ctx, ready)
 	return r, nil
-}
-
-// loadedInstance is what loadInstances read of one instance.
-type loadedInstance struct {
-	acts map[string]*record.Activity
-	inst *record.Instance
-	err  error
-}
-
-// loadInstances reads the activities and the instance record of every
-// instance, a few instances at once: a large configuration restarting
-// with its state (100,000 activities in 20 workflows) otherwise reads
-// them one after the other while the other CPU waits. The results are in
-// instance order, so what the core is given does not depend on timing.
-func loadInstances(st Store, ins []core.Instance) []loadedInstance {
-	out := make([]loadedInstance, len(ins))
-	ir, _ := st.(instanceReader)
-	load := func(i int) {
-		wf := ins[i].Workflow
-		acts, err := st.Activities(wf.Name, wf.Key)
-		if err != nil {
-			out[i].err = fmt.Errorf("load state of %s: %w", wf.Address(), err)
-			return
-		}
-		out[i].acts = acts
-		if ir != nil {
-			rec, err := ir.Instance(wf.Name, wf.Key)
-			if err != nil {
-				out[i].err = fmt.Errorf("load instance %s: %w", wf.Address(), err)
-				return
-			}
-			out[i].inst = rec
-		}
-	}
-	workers := min(runtime.GOMAXPROCS(0), len(ins))
-	if workers <= 1 {
-		for i := range ins {
-			load(i)
-		}
-		return out
-	}
-	var (
-		wg   sync.WaitGroup
-		next atomic.Int64
-	)
-	for range workers {
-		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < len(ins); i = int(next.Add(1) - 1) {
-				load(i)
-			}
-		})
-	}
-	wg.Wait()
-	return out
 }
 
 // loadRunning reads the attempt records of activities whose state says an

@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -199,11 +198,13 @@ func Start(ctx context.Context, opts Options) (*Run, error) {
 		seed = strconv.FormatInt(time.Now().UnixNano(), 10)
 	}
 	copts := core.Options{
-		Instances:     opts.Instances,
-		Budgets:       map[string]retry.Budget{},
-		Parallelism:   opts.Parallelism,
-		Seed:          seed,
-		Activities:    map[string]map[string]*record.Activity{},
+		Instances:   opts.Instances,
+		Budgets:     map[string]retry.Budget{},
+		Parallelism: opts.Parallelism,
+		Seed:        seed,
+		Activities:  map[string]map[string]*record.Activity{},
+		// The loaded records are read here only before core.New.
+		OwnActivities: true,
 		InstanceState: map[string]*record.Instance{},
 		Running:       map[string]map[string]*record.Attempt{},
 	}
@@ -306,11 +307,17 @@ func loadRunning(st Store, wf *config.Workflow, acts map[string]*record.Activity
 	if !ok {
 		return nil
 	}
-	for _, name := range slices.Sorted(maps.Keys(acts)) {
-		a := acts[name]
-		if a.Status != record.StatusRunning {
-			continue
+	// Only the running ones, in name order: sorting every name of a
+	// large state would cost more than reading these few.
+	var running []string
+	for name, a := range acts {
+		if a.Status == record.StatusRunning {
+			running = append(running, name)
 		}
+	}
+	slices.Sort(running)
+	for _, name := range running {
+		a := acts[name]
 		atts, err := ar.Attempts(wf.Name, wf.Key, name)
 		if err != nil {
 			return fmt.Errorf("load attempts of %s activity.%s: %w", wf.Address(), name, err)

@@ -2,7 +2,6 @@ package executor
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 
@@ -73,11 +72,16 @@ func endOrphans(opts Options, ss spawnStore, acts map[string]map[string]*record.
 		wf := in.Workflow
 		addr := wf.Address()
 		var spawns map[string]*record.Spawn
-		for _, name := range slices.Sorted(maps.Keys(acts[addr])) {
-			rec := acts[addr][name]
-			if rec == nil || rec.Status != record.StatusRunning {
-				continue
+		// Only the running ones are sorted: a large state is mostly not.
+		var running []string
+		for name, rec := range acts[addr] {
+			if rec != nil && rec.Status == record.StatusRunning {
+				running = append(running, name)
 			}
+		}
+		slices.Sort(running)
+		for _, name := range running {
+			rec := acts[addr][name]
 			if spawns == nil && ss != nil {
 				got, err := ss.Spawns(wf.Name, wf.Key)
 				if err != nil {

@@ -159,6 +159,11 @@ type Options struct {
 	// Activities is the loaded state: by instance address "wf/key", then by
 	// activity name.
 	Activities map[string]map[string]*record.Activity
+	// OwnActivities hands the records of Activities to the core: it
+	// keeps and changes them instead of copying each one, as the shell
+	// does, which reads them no more once New has returned. Without it
+	// (tests reuse one loaded state for several cores) they are copied.
+	OwnActivities bool
 	// BudgetState is the loaded sliding window of each budget, by name.
 	BudgetState map[string]*record.Budget
 	// Running holds, by instance address then activity name, the attempt

@@ -66,7 +66,8 @@ type instExt struct {
 // buildInstance makes the nodes of one instance in topological order and
 // wires them.
 func (c *Core) buildInstance(in *inst, spec Instance) {
-	in.byName = map[string]*act{}
+	in.byName = make(map[string]*act, len(spec.Workflow.Activities))
+	in.acts = make([]*act, 0, len(spec.Workflow.Activities))
 	in.red = config.NewRedactor(in.wf.Sensitive)
 	in.state = c.applyMoves(in, c.opts.Activities[in.addr])
 	for _, o := range in.wf.Outputs {
@@ -119,10 +120,14 @@ func (c *Core) buildInstance(in *inst, spec Instance) {
 
 // newAct makes the node of one activity or element.
 func (c *Core) newAct(in *inst, ac *config.Activity, modes map[string]Mode) *act {
-	a := &act{in: in, cfg: ac, order: len(c.all), heapIdx: -1, qIdx: -1, rule: -1}
+	a := c.slab.act()
+	*a = act{in: in, cfg: ac, order: len(c.all), heapIdx: -1, qIdx: -1, rule: -1}
 	if r := in.state[ac.Name]; r != nil {
-		cp := copyActivity(r)
-		a.rec = &cp
+		if c.opts.OwnActivities && r == c.opts.Activities[in.addr][ac.Name] {
+			a.rec = r
+		} else {
+			a.rec = c.slab.copy(r)
+		}
 	}
 	a.mode = modeFor(modes, ac.Name, a.rec)
 	a.action = actionFor(a.mode, a.rec)
@@ -294,13 +299,13 @@ func (c *Core) skipGroup(g *act, reason string) {
 // elements with their group, groups not expanded yet with what they wait
 // for; expanded groups are their elements.
 func (c *Core) planInfos(acts []*act) []event.ActivityInfo {
-	var out []event.ActivityInfo
+	out := make([]event.ActivityInfo, 0, len(acts))
 	for _, a := range acts {
 		if a.grp != nil && a.grp.expanded {
 			continue
 		}
 		info := event.ActivityInfo{
-			Activity:    "activity." + a.cfg.Name,
+			Activity:    a.address(),
 			Kind:        string(a.cfg.Kind),
 			Action:      a.action,
 			MaxAttempts: maxAttempts(a.cfg),
@@ -320,6 +325,9 @@ func (c *Core) planInfos(acts []*act) []event.ActivityInfo {
 			info.Attempts = a.rec.Attempts
 		}
 		out = append(out, info)
+	}
+	if len(out) == 0 {
+		return nil
 	}
 	return out
 }

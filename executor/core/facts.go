@@ -23,7 +23,7 @@ func (c *Core) ev(a *act, t event.Type) event.Event {
 		Type:        t,
 		Workflow:    a.in.wf.Name,
 		Instance:    a.in.addr,
-		Activity:    "activity." + a.cfg.Name,
+		Activity:    a.address(),
 		Kind:        string(a.cfg.Kind),
 		MaxAttempts: a.maxAttempts(),
 		Rule:        a.ruleRef(),

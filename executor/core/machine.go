@@ -47,9 +47,12 @@ type act struct {
 	cfg    *config.Activity
 	mode   Mode
 	action string // plan action word
-	order  int    // global position: instance order, then topological order
-	rec    *record.Activity
-	phase  phase
+	// ref is "activity.NAME", cut from one string built for every
+	// activity known at New (refs); "" for elements expanded later.
+	ref   string
+	order int // global position: instance order, then topological order
+	rec   *record.Activity
+	phase phase
 	// next and firedBy describe the attempt to start once queued.
 	next    int
 	firedBy string
@@ -97,9 +100,16 @@ type Core struct {
 	// parked holds, per gate, the activities waiting for it to change.
 	parked map[gate][]*act
 
-	timers  timerHeap
-	queue   readyQueue
-	running int
+	// recoveredFacts backs the timer_recovered events of Start.
+	recoveredFacts timerFacts
+	// slab holds the nodes and record copies New makes (recovery.go).
+	slab   slab
+	timers timerHeap
+	// bulkTimers is set while Start arms the recovered timers: they are
+	// appended, and the heap is built once (buildTimers).
+	bulkTimers bool
+	queue      readyQueue
+	running    int
 
 	started  bool
 	stopped  bool
@@ -154,6 +164,8 @@ func New(opts Options) *Core {
 		}
 		c.breakers[name] = newBreakerGate(cfg, opts.BreakerState[name])
 	}
+	c.slab = newSlab(opts)
+	c.all = make([]*act, 0, c.slab.acts)
 	for _, spec := range opts.Instances {
 		if spec.Workflow == nil {
 			continue
@@ -166,6 +178,8 @@ func New(opts Options) *Core {
 		c.insts = append(c.insts, in)
 		c.buildInstance(in, spec)
 	}
+	c.slab = slab{}
+	c.refs()
 	for _, name := range sortedKeys(c.breakers) {
 		g := c.breakers[name]
 		for _, a := range c.all {
@@ -214,7 +228,11 @@ func actionFor(m Mode, rec *record.Activity) string {
 // Activities caught in a cycle (the planner rejects those) are appended in
 // declaration order; they never become ready.
 func topoOrder(acts []*config.Activity) []*config.Activity {
-	index := map[string]int{}
+	if !slices.ContainsFunc(acts, func(a *config.Activity) bool { return len(a.DependsOn) > 0 }) {
+		// Nothing depends on anything: declaration order.
+		return slices.Clone(acts)
+	}
+	index := make(map[string]int, len(acts))
 	for i, a := range acts {
 		index[a.Name] = i
 	}
@@ -266,6 +284,8 @@ func (c *Core) Start(now time.Time) Ready {
 		}
 		c.started = true
 		c.begin = now
+		c.bulkTimers = true
+		c.growStartEvents()
 		for _, in := range c.insts {
 			c.initInstance(in)
 			c.settleState(in)
@@ -281,6 +301,8 @@ func (c *Core) Start(now time.Time) Ready {
 			}
 			c.unblock(a)
 		}
+		c.buildTimers()
+		c.recoveredFacts = timerFacts{}
 		c.fireDue()
 	})
 }
@@ -368,7 +390,7 @@ func (c *Core) step(now time.Time, f func()) Ready {
 	c.flush()
 	if !c.stopped && !c.finished {
 		if c.timers.Len() > 0 {
-			c.out.Wake = c.timers[0].rec.Timer.FireAt
+			c.out.Wake = c.timers[0].a.rec.Timer.FireAt
 		}
 		// The end of a break is told to the views on time.
 		if at := c.nextBreakerWake(); !at.IsZero() && (c.out.Wake.IsZero() || at.Before(c.out.Wake)) {

@@ -5,12 +5,171 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/wf-engine/wf/executor/event"
 	"github.com/wf-engine/wf/statefile/record"
 )
 
 // ---- start-up -----------------------------------------------------------
+
+// slab hands out the nodes and record copies New makes, cut from a few
+// large arrays: a state of 100,000 activities is then a handful of
+// allocations instead of half a million, which is most of what start-up
+// spent (in the allocator and the collector). Elements expanded later,
+// and anything past the counts, are allocated one by one.
+type slab struct {
+	acts   int // how many nodes New will make at most
+	nodes  []act
+	recs   []record.Activity
+	timers []record.Timer
+	errs   []record.Error
+	counts []int
+}
+
+func newSlab(opts Options) slab {
+	s := slab{}
+	var recs, timers, errs, counts int
+	for _, spec := range opts.Instances {
+		if spec.Workflow == nil {
+			continue
+		}
+		s.acts += len(spec.Workflow.Activities)
+		if opts.OwnActivities {
+			continue // kept, not copied (a moved record is copied one by one)
+		}
+		for _, r := range opts.Activities[spec.Workflow.Address()] {
+			recs++
+			if r.Timer != nil {
+				timers++
+			}
+			if r.LastError != nil {
+				errs++
+			}
+			counts += len(r.RuleCounts)
+		}
+	}
+	s.nodes = make([]act, s.acts)
+	s.recs = make([]record.Activity, recs)
+	s.timers = make([]record.Timer, timers)
+	s.errs = make([]record.Error, errs)
+	s.counts = make([]int, counts)
+	return s
+}
+
+func (s *slab) act() *act {
+	if len(s.nodes) == 0 {
+		return new(act)
+	}
+	a := &s.nodes[0]
+	s.nodes = s.nodes[1:]
+	return a
+}
+
+// copy is copyActivity into the slab.
+func (s *slab) copy(r *record.Activity) *record.Activity {
+	if len(s.recs) == 0 {
+		cp := copyActivity(r)
+		return &cp
+	}
+	cp := &s.recs[0]
+	s.recs = s.recs[1:]
+	*cp = *r
+	if r.Timer != nil {
+		if len(s.timers) > 0 {
+			cp.Timer, s.timers = &s.timers[0], s.timers[1:]
+		} else {
+			cp.Timer = new(record.Timer)
+		}
+		*cp.Timer = *r.Timer
+	}
+	if r.LastError != nil {
+		if len(s.errs) > 0 {
+			cp.LastError, s.errs = &s.errs[0], s.errs[1:]
+		} else {
+			cp.LastError = new(record.Error)
+		}
+		*cp.LastError = *r.LastError
+	}
+	// As copyActivity: no counts (nil or empty) copy as nil.
+	if len(r.RuleCounts) > 0 {
+		if n := len(r.RuleCounts); n <= len(s.counts) {
+			// Full slice expression: an append by the core reallocates
+			// rather than write into the next record's counts.
+			cp.RuleCounts, s.counts = s.counts[:n:n], s.counts[n:]
+			copy(cp.RuleCounts, r.RuleCounts)
+		} else {
+			cp.RuleCounts = append([]int(nil), r.RuleCounts...)
+		}
+	} else {
+		cp.RuleCounts = nil
+	}
+	return cp
+}
+
+// refs gives every activity its "activity.NAME", all cut from one
+// string: every event of an activity names it, and a state of 100,000
+// activities would otherwise build 100,000 such strings per kind of event.
+func (c *Core) refs() {
+	n := 0
+	for _, a := range c.all {
+		n += len("activity.") + len(a.cfg.Name)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, a := range c.all {
+		b.WriteString("activity.")
+		b.WriteString(a.cfg.Name)
+	}
+	all, at := b.String(), 0
+	for _, a := range c.all {
+		end := at + len("activity.") + len(a.cfg.Name)
+		a.ref = all[at:end]
+		at = end
+	}
+}
+
+// address is the activity's "activity.NAME".
+func (a *act) address() string {
+	if a.ref != "" {
+		return a.ref
+	}
+	return "activity." + a.cfg.Name
+}
+
+// growStartEvents sizes the first step's events for what start-up is
+// known to emit (a plan per instance, a timer_recovered per recorded
+// timer, the first attempts) and the timer heap for the recorded timers.
+// Recovering 100,000 timers otherwise grows a slice of large events a
+// score of times.
+func (c *Core) growStartEvents() {
+	timers := 0
+	for _, a := range c.all {
+		if a.rec != nil && a.rec.Timer != nil {
+			timers++
+		}
+	}
+	c.out.Events = slices.Grow(c.out.Events, timers+2*len(c.insts)+max(c.opts.Parallelism, 0))
+	c.timers = slices.Grow(c.timers, timers)
+	c.recoveredFacts = timerFacts{at: make([]time.Time, timers), ms: make([]int64, timers)}
+}
+
+// timerFacts holds the fire times and delays the timer_recovered events
+// of start-up point to, two arrays rather than two allocations per event.
+type timerFacts struct {
+	at []time.Time
+	ms []int64
+}
+
+func (f *timerFacts) next(t *record.Timer) (*time.Time, *int64) {
+	if len(f.at) == 0 || len(f.ms) == 0 {
+		return timePtr(t.FireAt), event.Ms(t.Delay)
+	}
+	at, ms := &f.at[0], &f.ms[0]
+	f.at, f.ms = f.at[1:], f.ms[1:]
+	*at, *ms = t.FireAt, t.Delay.Milliseconds()
+	return at, ms
+}
 
 func (c *Core) initInstance(in *inst) {
 	if r := c.opts.InstanceState[in.addr]; r != nil {
@@ -71,8 +230,7 @@ func (c *Core) initActivity(a *act) {
 			if t := a.rec.Timer; t != nil {
 				ev := c.ev(a, event.TimerRecovered)
 				ev.Attempt = t.Attempt
-				ev.FireAt = timePtr(t.FireAt)
-				ev.DelayMs = event.Ms(t.Delay)
+				ev.FireAt, ev.DelayMs = c.recoveredFacts.next(t)
 				ev.DelaySource = t.Source
 				c.emit(ev)
 				c.armTimer(a)

@@ -3,6 +3,7 @@ package core
 import (
 	"container/heap"
 	"encoding/json"
+	"time"
 
 	"github.com/wf-engine/wf/executor/event"
 	"github.com/wf-engine/wf/statefile/record"
@@ -12,7 +13,23 @@ import (
 
 func (c *Core) armTimer(a *act) {
 	a.phase = phaseTimer
+	if c.bulkTimers {
+		// Start-up: the heap is built once, by heap.Init in buildTimers.
+		c.timers.Push(a)
+		return
+	}
 	heap.Push(&c.timers, a)
+}
+
+// buildTimers ends start-up's arming: a state recovered with 100,000
+// timers builds the heap in one linear pass instead of 100,000 pushes.
+// The order they fire in is the same: (fire time, activity order) is a
+// total order, so any valid heap pops them alike.
+func (c *Core) buildTimers() {
+	if c.bulkTimers {
+		c.bulkTimers = false
+		heap.Init(&c.timers)
+	}
 }
 
 // fireDue fires every timer due at c.now, earliest first.
@@ -21,7 +38,8 @@ func (c *Core) fireDue() {
 		return
 	}
 	c.tickBreakers()
-	for c.timers.Len() > 0 && !c.timers[0].rec.Timer.FireAt.After(c.now) {
+	now := fireKeyOf(c.now)
+	for c.timers.Len() > 0 && !now.before(c.timers[0].at) {
 		a := heap.Pop(&c.timers).(*act)
 		c.fire(a)
 	}
@@ -78,34 +96,55 @@ func (c *Core) fire(a *act) {
 // ---- heaps --------------------------------------------------------------
 
 // timerHeap orders armed timers by fire time, then by activity order, so
-// timers due together fire in a deterministic order.
-type timerHeap []*act
+// timers due together fire in a deterministic order. Each entry carries
+// its sort key, taken when the timer is armed (a timer's FireAt changes
+// only while it is out of the heap), so that comparing two entries reads
+// no activity: recovering 100,000 timers pops them all at once.
+type timerHeap []timerEntry
+
+type timerEntry struct {
+	at    fireKey
+	order int
+	a     *act
+}
+
+// fireKey is a fire time as seconds and nanoseconds: cheaper to compare
+// than a time.Time, and with no range limit as UnixNano has.
+type fireKey struct {
+	sec  int64
+	nsec int32
+}
+
+func fireKeyOf(t time.Time) fireKey { return fireKey{t.Unix(), int32(t.Nanosecond())} }
+
+func (k fireKey) before(o fireKey) bool {
+	return k.sec < o.sec || k.sec == o.sec && k.nsec < o.nsec
+}
 
 func (h timerHeap) Len() int { return len(h) }
 func (h timerHeap) Less(i, j int) bool {
-	ti, tj := h[i].rec.Timer.FireAt, h[j].rec.Timer.FireAt
-	if !ti.Equal(tj) {
-		return ti.Before(tj)
+	if h[i].at != h[j].at {
+		return h[i].at.before(h[j].at)
 	}
 	return h[i].order < h[j].order
 }
 func (h timerHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
-	h[i].heapIdx = i
-	h[j].heapIdx = j
+	h[i].a.heapIdx = i
+	h[j].a.heapIdx = j
 }
 func (h *timerHeap) Push(x any) {
 	a := x.(*act)
 	a.heapIdx = len(*h)
-	*h = append(*h, a)
+	*h = append(*h, timerEntry{at: fireKeyOf(a.rec.Timer.FireAt), order: a.order, a: a})
 }
 func (h *timerHeap) Pop() any {
 	old := *h
-	a := old[len(old)-1]
-	old[len(old)-1] = nil
+	e := old[len(old)-1]
+	old[len(old)-1] = timerEntry{}
 	*h = old[:len(old)-1]
-	a.heapIdx = -1
-	return a
+	e.a.heapIdx = -1
+	return e.a
 }
 
 // readyQueue orders activities waiting for a slot by activity order.

@@ -244,7 +244,7 @@ workflow "w" {
 		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	for _, want := range []string{
-		"activity.ship: failed after 1 attempt (max attempts): exit:3",
+		"activity.ship: failed after 1 attempt (max_attempts): exit:3",
 		"activity.receipt: skipped (an upstream activity failed)",
 		"activity.refund: succeeded after 1 attempt",
 		"Apply complete! 4 activities: 2 succeeded, 1 failed, 1 skipped",
@@ -279,7 +279,7 @@ func TestExampleFanout(t *testing.T) {
 	for _, want := range []string{
 		"activity.deploy: for_each known: 3 elements",
 		`activity.deploy["ap-south"]: attempt 2/3 started`,
-		"activity.canary_check: skipped (condition false)",
+		"activity.canary_check: skipped (condition_false)",
 		"Outputs:\n\nversions = {\n  \"ap-south\": \"1.4.2\",\n  \"eu-west\": \"1.4.1\",\n  \"us-east\": \"1.4.1\"\n}\n",
 	} {
 		if !strings.Contains(r.stdout, want) {

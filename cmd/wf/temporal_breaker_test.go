@@ -169,7 +169,7 @@ circuit_breaker "`+name+`" {
 	if code != 0 || !strings.Contains(out, "circuit breakers (shared by the cluster)") || !strings.Contains(out, name+"  closed") || !strings.Contains(out, "opened 1 time;") {
 		t.Errorf("wf state show (exit %d) does not show the closed breaker that opened once:\n%s%s", code, out, errOut)
 	}
-	out, errOut, code = e.wf("plan", "-engine", "temporal", "-replace", "activity.call", e.dir)
+	out, errOut, code = e.wf("plan", "-engine", "temporal", "-replace", "cb1.activity.call", "-replace", "cb2.activity.call", e.dir)
 	if code != 0 || !strings.Contains(out, "breaker "+name+": closed") {
 		t.Errorf("wf plan (exit %d) does not show the breaker closed:\n%s%s", code, out, errOut)
 	}

@@ -41,6 +41,8 @@ func fmtLanguageEvent(e event.Event) string {
 // removedWhy says in words why an activity's state was forgotten.
 func removedWhy(reason string) string {
 	switch reason {
+	case "removed_from_configuration":
+		return "removed from configuration"
 	case "not_in_for_each":
 		return "no longer in for_each"
 	case "for_each_added":

@@ -1,9 +1,6 @@
 package config
 
-import (
-	"strings"
-	"testing"
-)
+import "testing"
 
 // TestDidYouMean: every unknown name gets the closest declared one, with
 // the diagnostic on the name as written.
@@ -48,21 +45,7 @@ retry_policy "standard" { maximum_attempts = 3 }
 		{"moved target", decls + wrap("  activity \"fetch\" {\n    exec { command = [\"true\"] }\n  }\n  moved {\n    from = activity.old\n    to   = activity.fecth\n  }\n"), "Moved to an undeclared activity", `Did you mean "fetch"?`, "activity.fecth"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, diags := load(t, tt.src, LoadOptions{})
-			errs := errorsOf(diags)
-			if len(errs) != 1 {
-				t.Fatalf("want one error, got %v", diags)
-			}
-			d := errs[0]
-			if d.Summary != tt.summary || !strings.Contains(d.Detail, tt.detail) {
-				t.Errorf("got %q: %q\nwant %q containing %q", d.Summary, d.Detail, tt.summary, tt.detail)
-			}
-			line, col := posOf(t, tt.src, tt.at)
-			if d.Subject == nil || d.Subject.Start.Line != line || d.Subject.Start.Column != col {
-				t.Errorf("subject = %v, want %d:%d", d.Subject, line, col)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { wantOneError(t, tt.src, tt.summary, tt.detail, tt.at) })
 	}
 }
 

@@ -73,20 +73,6 @@ func TestWhenErrors(t *testing.T) {
 		{"self", wrap("  activity \"a\" {\n    when = activity.a.status == \"failed\"\n    exec { command = [\"true\"] }\n  }\n"), "Self-referential activity", "cannot refer to its own outputs", "activity.a.status"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, diags := load(t, tt.src, LoadOptions{})
-			errs := errorsOf(diags)
-			if len(errs) != 1 {
-				t.Fatalf("want one error, got %v", diags)
-			}
-			d := errs[0]
-			if d.Summary != tt.summary || !strings.Contains(d.Detail, tt.detail) {
-				t.Errorf("got %q: %q\nwant %q containing %q", d.Summary, d.Detail, tt.summary, tt.detail)
-			}
-			line, col := posOf(t, tt.src, tt.at)
-			if d.Subject == nil || d.Subject.Start.Line != line || d.Subject.Start.Column != col {
-				t.Errorf("subject = %v, want %d:%d", d.Subject, line, col)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { wantOneError(t, tt.src, tt.summary, tt.detail, tt.at) })
 	}
 }

@@ -533,3 +533,23 @@ func TestUnknownFunctionBehindUnknownValue(t *testing.T) {
 		t.Errorf("subject = %v", s)
 	}
 }
+
+// wantOneError loads src and checks that it gives exactly one error, with
+// that summary, a detail containing detail, and its subject starting where
+// the marker at first stands in src.
+func wantOneError(t *testing.T, src, summary, detail, at string) {
+	t.Helper()
+	_, diags := load(t, src, LoadOptions{})
+	errs := errorsOf(diags)
+	if len(errs) != 1 {
+		t.Fatalf("want one error, got %v", diags)
+	}
+	d := errs[0]
+	if d.Summary != summary || !strings.Contains(d.Detail, detail) {
+		t.Errorf("got %q: %q\nwant %q containing %q", d.Summary, d.Detail, summary, detail)
+	}
+	line, col := posOf(t, src, at)
+	if d.Subject == nil || d.Subject.Start.Line != line || d.Subject.Start.Column != col {
+		t.Errorf("subject = %v, want %d:%d", d.Subject, line, col)
+	}
+}

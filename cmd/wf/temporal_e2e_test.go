@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -107,6 +108,13 @@ workflow "tw" {
 	out, _, _ = e.wf("plan", "-engine", "temporal", "-var", "id=two", "-replace", "activity.b", e.dir)
 	if !strings.Contains(out, "~ activity.b") || !strings.Contains(out, "= activity.a") {
 		t.Fatalf("plan -replace activity.b:\n%s", out)
+	}
+	// -json: the local engine's document, from Temporal's records.
+	out, errOut, code = e.wf("plan", "-engine", "temporal", "-json", "-var", "id=two", "-replace", "activity.b", e.dir)
+	var doc planDoc
+	if err := json.Unmarshal([]byte(out), &doc); code != 0 || err != nil || doc.FormatVersion == "" || !doc.Changes ||
+		len(doc.Instances) != 1 || doc.Summary.Rerun != 1 || doc.Summary.Unchanged != 2 {
+		t.Fatalf("plan -json (exit %d, %v): %+v\n%s%s", code, err, doc, out, errOut)
 	}
 	// A changed definition re-runs that activity only.
 	main := filepath.Join(e.dir, "main.wf.hcl")

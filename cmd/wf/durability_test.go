@@ -107,6 +107,20 @@ func durReadLog(t *testing.T, path string) []durAttempt {
 
 // durSetup writes a configuration with one recorder activity per entry of
 // activities (name -> HCL body lines after exec) into a temp dir.
+// needRoot stops a test that needs root to do what it checks (mount,
+// chown, run as another user): CI runs as root, so there the test fails
+// rather than skips; elsewhere it skips, saying why.
+func needRoot(t *testing.T, why string) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatalf("%s needs root; CI runs as root", why)
+	}
+	t.Skipf("%s needs root (CI runs as root)", why)
+}
+
 func durSetup(t *testing.T, hcl string) string {
 	t.Helper()
 	dir := t.TempDir()

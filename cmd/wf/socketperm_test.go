@@ -67,12 +67,7 @@ func worldReadable(t *testing.T, dir string) {
 // of 60 applies.) The state directory is made 0755 on purpose: the socket
 // must be private on its own, whatever the directory around it allows.
 func TestEventSocketUnreachableByOtherUsers(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatal("this test runs a process as another user and needs root; CI runs it as root")
-		}
-		t.Skip("needs root to run a process as another user")
-	}
+	needRoot(t, "running a process as another user")
 	dir := durSetup(t, `
 variable "k" {
   type = string

@@ -62,12 +62,8 @@ func (cmd *PlanCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if cmd.json {
-		if err := writeJSON(c.Stdout, "plan", newPlanDoc(plan)); err != nil {
-			return err
-		}
-	} else if err := planner.Render(c.Stdout, plan, c.color(c.Stdout, cmd.flags.noColor)); err != nil {
-		return fmt.Errorf("render plan: %w", err)
+	if err := cmd.show(plan); err != nil {
+		return err
 	}
 	if cmd.out != "" {
 		inputs := planner.LoadInputs{
@@ -81,17 +77,37 @@ func (cmd *PlanCommand) Run(ctx context.Context, args []string) error {
 		if err := planner.WriteFile(cmd.out, plan, inputs); err != nil {
 			return fmt.Errorf("save plan: %w", err)
 		}
-		if cmd.json {
-			// The document is the whole of stdout.
-			fmt.Fprintf(c.Stderr, "Saved the plan to: %s\n", cmd.out)
-		} else {
-			fmt.Fprintf(c.Stdout, "\nSaved the plan to: %s\n\nTo run exactly this plan, run:\n    wf apply %q\n", cmd.out, cmd.out)
-		}
+		cmd.sayOut("wf apply")
 	}
 	if cmd.detailedExitCode && plan.HasChanges() {
 		return exitCode(exitChanges)
 	}
 	return nil
+}
+
+// show prints the plan: as one JSON document with -json, else as text.
+// Both engines print their plans this way.
+func (cmd *PlanCommand) show(plan *planner.Plan) error {
+	c := cmd.cli
+	if cmd.json {
+		return writeJSON(c.Stdout, "plan", newPlanDoc(plan))
+	}
+	if err := planner.Render(c.Stdout, plan, c.color(c.Stdout, cmd.flags.noColor)); err != nil {
+		return fmt.Errorf("render plan: %w", err)
+	}
+	return nil
+}
+
+// sayOut tells where -out saved the plan and how to run it (apply: the
+// command that does); with -json on stderr, since the document is the
+// whole of stdout.
+func (cmd *PlanCommand) sayOut(apply string) {
+	c := cmd.cli
+	if cmd.json {
+		fmt.Fprintf(c.Stderr, "Saved the plan to: %s\n", cmd.out)
+		return
+	}
+	fmt.Fprintf(c.Stdout, "\nSaved the plan to: %s\n\nTo run exactly this plan, run:\n    %s %q\n", cmd.out, apply, cmd.out)
 }
 
 // planReadOnly builds a plan against the state in stateDir, opened

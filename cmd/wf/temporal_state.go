@@ -44,13 +44,8 @@ func (cmd *PlanCommand) planTemporal(ctx context.Context, dir string) error {
 	if err != nil {
 		return err
 	}
-	if cmd.json {
-		// The same document as the local engine's plan -json.
-		if err := writeJSON(c.Stdout, "plan", newPlanDoc(plan)); err != nil {
-			return err
-		}
-	} else if err := planner.Render(c.Stdout, plan, c.color(c.Stdout, cmd.flags.noColor)); err != nil {
-		return fmt.Errorf("render plan: %w", err)
+	if err := cmd.show(plan); err != nil {
+		return err
 	}
 	if cmd.out != "" {
 		abs, err := filepath.Abs(dir)
@@ -74,12 +69,7 @@ func (cmd *PlanCommand) planTemporal(ctx context.Context, dir string) error {
 		if err := planner.WriteFile(cmd.out, plan, inputs); err != nil {
 			return fmt.Errorf("save plan: %w", err)
 		}
-		if cmd.json {
-			// The document is the whole of stdout.
-			fmt.Fprintf(c.Stderr, "Saved the plan to: %s\n", cmd.out)
-		} else {
-			fmt.Fprintf(c.Stdout, "\nSaved the plan to: %s\n\nTo run exactly this plan, run:\n    wf apply -engine temporal %q\n", cmd.out, cmd.out)
-		}
+		cmd.sayOut("wf apply -engine temporal")
 	}
 	if cmd.detailedExitCode && plan.HasChanges() {
 		return exitCode(exitChanges)

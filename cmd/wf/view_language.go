@@ -53,22 +53,9 @@ func removedWhy(reason string) string {
 	return fmtReason(reason)
 }
 
-// elementNames is what `wf history INSTANCE ACTIVITY` shows: the activity,
-// or for an activity with for_each every element in state.
-func elementNames(store interface {
-	Activities(workflow, key string) (map[string]*record.Activity, error)
-}, wf, key, activity string) ([]string, error) {
-	if strings.Contains(activity, "[") {
-		return []string{activity}, nil
-	}
-	acts, err := store.Activities(wf, key)
-	if err != nil {
-		return nil, err
-	}
-	return namesIn(acts, wf, key, activity)
-}
-
-// namesIn is elementNames over records already read.
+// namesIn is what `wf history INSTANCE ACTIVITY` shows, from the
+// instance's records: the activity, one element as named, or for an
+// activity with for_each every element in state.
 func namesIn(acts map[string]*record.Activity, wf, key, activity string) ([]string, error) {
 	if strings.Contains(activity, "[") {
 		return []string{activity}, nil

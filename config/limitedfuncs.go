@@ -5,7 +5,6 @@ import (
 	"math"
 	"regexp"
 	"strings"
-	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -29,18 +28,9 @@ type limits struct {
 }
 
 var (
-	loadLimits = limits{valueBytes: MaxValueBytes, budgetSteps: BudgetSteps, budgetBytes: BudgetBytes, cpu: processCPU, cpuLimit: BudgetCPU}
+	loadLimits = limits{valueBytes: MaxValueBytes, budgetSteps: BudgetSteps, budgetBytes: BudgetBytes, cpu: threadCPU, cpuLimit: BudgetCPU}
 	runLimits  = limits{valueBytes: 2 * MaxMaxResponseBytes, budgetSteps: 4 * BudgetSteps, budgetBytes: 8 * BudgetBytes}
 )
-
-// processCPU is the CPU time the process has used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // preCheck inspects the (known) arguments of a call before it runs, and
 // charges b for the work the call will do beyond walking them (the guards

@@ -66,7 +66,8 @@ const (
 	// misjudge some work. The steps, not this, keep hostile files within
 	// 5 s (TestHostileConfigurations); it is this high so that the same
 	// configuration loads the same way on a slow machine or under the race
-	// detector.
+	// detector. It counts the loading thread's CPU only (cputime_linux.go),
+	// and a Deterministic load (the Temporal interpreter's) has none.
 	BudgetCPU = 10 * time.Second
 	// iterationSteps is what one for-expression iteration costs: creating
 	// its scope and evaluating its body is dearer than walking one node of
@@ -103,7 +104,7 @@ func limitf(summary, format string, args ...any) *limitError {
 // budget is what one evaluation may still spend. It is not safe for
 // concurrent use: every evaluation that runs concurrently has its own.
 type budget struct {
-	// cpu, when set, is the process's CPU time, and cpuLimit what the
+	// cpu, when set, is the loading thread's CPU time, and cpuLimit what the
 	// evaluation may use of it from cpuStart: a backstop for work the step
 	// costs misjudge (load only; see limits).
 	cpu                func() time.Duration

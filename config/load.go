@@ -33,6 +33,13 @@ type LoadOptions struct {
 	// set variables. It is passed in rather than read so that loading stays
 	// a pure function of its inputs.
 	Env []string
+	// Deterministic drops the CPU-time backstop (BudgetCPU), so that
+	// whether a load succeeds depends on its inputs alone, never on how
+	// busy or slow the machine is. The step and byte budgets still bound
+	// evaluation. The Temporal interpreter sets it: a workflow that loads
+	// its configuration must take the same path on every replay, and a
+	// busy worker must not fail a workflow the client already checked.
+	Deterministic bool
 }
 
 // Load reads every *.wf.hcl and *.auto.wfvars file directly inside dir (in
@@ -82,7 +89,13 @@ func LoadFiles(dir string, files map[string][]byte, opts LoadOptions) (*Config, 
 	if err != nil {
 		abs = filepath.Clean(dir)
 	}
-	b := newBudget(loadLimits)
+	lim := loadLimits
+	if opts.Deterministic {
+		lim.cpuLimit = 0
+	} else {
+		defer lockCPUClock()()
+	}
+	b := newBudget(lim)
 	base := baseFunctions()
 	l := &loader{
 		dir:      dir,
@@ -90,7 +103,7 @@ func LoadFiles(dir string, files map[string][]byte, opts LoadOptions) (*Config, 
 		opts:     opts,
 		files:    files,
 		sources:  make(map[string][]byte),
-		funcs:    withBudget(base, loadLimits, b),
+		funcs:    withBudget(base, lim, b),
 		guards:   guardFuncs(b),
 		runFuncs: base,
 		budget:   b,

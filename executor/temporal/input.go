@@ -219,7 +219,7 @@ func ReadSources(dir string, opts config.LoadOptions) (Sources, error) {
 // workflow, and wf plan -engine temporal calls it so that its definition
 // hashes are the interpreter's.
 func (s Sources) Load() (*config.Config, hcl.Diagnostics) {
-	return config.LoadFiles(ConfigRoot, s.Files, config.LoadOptions{Vars: s.Vars, VarFiles: s.VarFiles, Env: s.Env})
+	return config.LoadFiles(ConfigRoot, s.Files, config.LoadOptions{Vars: s.Vars, VarFiles: s.VarFiles, Env: s.Env, Deterministic: true})
 }
 
 // Sources returns the configuration inputs of in.

@@ -126,7 +126,9 @@ const (
 // client making the same 10,000 requests from 100 goroutines against the
 // same server, with a transport that keeps 100 idle connections. of_raw is
 // wf's throughput as a share of the raw client's (target >= 0.5); conns
-// are the TCP connections each side opened.
+// are the TCP connections each side opened; slot_busy_% is the share of
+// the slots' time spent in requests; launch_p* the time from the end of
+// a commit to the start of an attempt it made durable.
 func BenchmarkHTTP10k(b *testing.B) {
 	srv := newLoopback(b, false)
 	cfg := loadConfig(b, httpWorkflow("get", httpCount, srv.srv.URL))
@@ -135,6 +137,7 @@ func BenchmarkHTTP10k(b *testing.B) {
 	var wfTotal, rawTotal time.Duration
 	var wfConns, rawConns int64
 	var ratios []float64
+	var launch []time.Duration
 	for i := range b.N {
 		// Alternate which side goes first so both see the same load.
 		var wfD, rawD time.Duration
@@ -142,7 +145,10 @@ func BenchmarkHTTP10k(b *testing.B) {
 			func() {
 				runner := activity.NewRunner(activity.Options{TempDir: b.TempDir(), Parallelism: httpParallelism})
 				timed := &timedRunner{AttemptRunner: runner}
+				var spans []commitSpan
+				commits.spans = &spans
 				st, d := runHTTPWorkflow(b, cfg, httpParallelism, timed, &commits)
+				launch = append(launch, launchDelays(spans, timed.starts)...)
 				busy += time.Duration(timed.busy.Load())
 				wfD = d
 				wfConns += srv.reset()
@@ -178,6 +184,12 @@ func BenchmarkHTTP10k(b *testing.B) {
 	b.ReportMetric(float64(commits.total.Microseconds())/1000/n, "commit_ms/op")
 	b.ReportMetric(float64(commits.first.Microseconds())/1000/n, "first_commit_ms/op")
 	b.ReportMetric(100*busy.Seconds()/(httpParallelism*wfTotal.Seconds()), "slot_busy_%")
+	// From the end of a commit to the start of an attempt it made
+	// durable (a lower bound: see launchDelays): the hand-over to a
+	// worker.
+	slices.Sort(launch)
+	b.ReportMetric(float64(launch[len(launch)/2])/1e6, "launch_p50_ms")
+	b.ReportMetric(float64(launch[len(launch)*9/10])/1e6, "launch_p90_ms")
 }
 
 // rawHTTP makes n GET requests to url from parallelism goroutines with a

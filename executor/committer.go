@@ -10,13 +10,6 @@ import (
 // committer commits the core's steps in order, merging every step queued
 // while the previous commit was in flight into one Commit (one fsync).
 //
-// It starts a committed step's attempts itself (launch), as soon as the
-// commit that made their start records durable returns, before it tells
-// the loop: handing them to the loop first cost each attempt a wake-up of
-// a loop that is often busy with the core's step for other results (and,
-// on a loaded machine, a turn in the run queue), on the path of every
-// attempt from its slot freeing to its next request.
-//
 // It never waits for the loop: a finished commit is queued for the loop
 // (which takes them with take, in order) and the next commit starts at
 // once. When it waited for the loop to take each result, a loop busy with
@@ -32,11 +25,6 @@ import (
 // results of the attempts that finished meanwhile are not lost.
 type committer struct {
 	commit func([]record.Mutation) error
-	// launch, when set, is called with each step of a commit that
-	// succeeded, in order, as soon as that commit returned (never after
-	// a commit failed); it reports whether it started the step's
-	// attempts (see commitDone.launched).
-	launch func(core.Ready) bool
 	mu     sync.Mutex
 	queue  []core.Ready
 	notify chan struct{}
@@ -51,17 +39,11 @@ type committer struct {
 type commitDone struct {
 	steps []core.Ready
 	err   error
-	// launched[i] says that launch started the attempts of steps[i]; the
-	// attempts of a step it did not start (a failed commit, a run that
-	// is stopping on an error) are the loop's to refuse. nil when none
-	// were started.
-	launched []bool
 }
 
-func newCommitter(commit func([]record.Mutation) error, launch func(core.Ready) bool) *committer {
+func newCommitter(commit func([]record.Mutation) error) *committer {
 	return &committer{
 		commit: commit,
-		launch: launch,
 		notify: make(chan struct{}, 1),
 		quit:   make(chan struct{}),
 		exited: make(chan struct{}),
@@ -81,10 +63,7 @@ func (c *committer) submit(r core.Ready) {
 
 func (c *committer) run() {
 	defer close(c.exited)
-	var (
-		unsaved []record.Mutation
-		halted  bool
-	)
+	var unsaved []record.Mutation
 	for {
 		select {
 		case <-c.notify:
@@ -109,19 +88,8 @@ func (c *committer) run() {
 			} else {
 				unsaved = nil
 			}
-			// After a failed commit the run stops, as on a first
-			// Ctrl-C: nothing new starts, not even the attempts of a
-			// later commit that succeeded before the loop heard.
-			halted = halted || err != nil
-			var launched []bool
-			if !halted && c.launch != nil {
-				launched = make([]bool, len(steps))
-				for i, st := range steps {
-					launched[i] = c.launch(st)
-				}
-			}
 			c.mu.Lock()
-			c.finished = append(c.finished, commitDone{steps: steps, err: err, launched: launched})
+			c.finished = append(c.finished, commitDone{steps: steps, err: err})
 			c.mu.Unlock()
 			select {
 			case c.done <- struct{}{}:

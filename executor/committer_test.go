@@ -73,7 +73,7 @@ func TestCommitterDoesNotWaitForTheLoop(t *testing.T) {
 		started: make(chan struct{}),
 		release: make(chan struct{}),
 	}
-	c := newCommitter(s.commit, nil)
+	c := newCommitter(s.commit)
 	go c.run()
 	defer c.close()
 	step := func(n ...string) core.Ready {
@@ -115,76 +115,5 @@ func TestCommitterDoesNotWaitForTheLoop(t *testing.T) {
 	errs := []bool{got[0].err != nil, got[1].err != nil, got[2].err != nil}
 	if !slices.Equal(steps, []int{1, 2, 1}) || !slices.Equal(errs, []bool{false, true, false}) {
 		t.Errorf("results: steps per commit %v, errors %v; want [1 2 1], [false true false]", steps, errs)
-	}
-}
-
-// TestCommitterStartsAttemptsOnceCommitted: the committer starts a step's
-// attempts as soon as the commit holding their start records returned,
-// before the loop takes it, in step order; never those of a commit that
-// failed, nor, once one has failed, those of any later commit (the run is
-// stopping); the loop is told which steps it started.
-func TestCommitterStartsAttemptsOnceCommitted(t *testing.T) {
-	s := &scriptedCommits{
-		errs:    []error{nil, errors.New("disk full"), nil},
-		started: make(chan struct{}),
-		release: make(chan struct{}),
-	}
-	var (
-		mu       sync.Mutex
-		launched []string
-	)
-	c := newCommitter(s.commit, func(r core.Ready) bool {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, a := range r.Start {
-			launched = append(launched, a.Activity)
-		}
-		return true
-	})
-	go c.run()
-	defer c.close()
-	step := func(name string) core.Ready {
-		return core.Ready{Persist: []record.Mutation{mut(name)}, Start: []core.Attempt{{Activity: name}}}
-	}
-	launchedSoFar := func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(launched)
-	}
-
-	c.submit(step("a"))
-	waitCommit(t, s)
-	c.submit(step("b"))
-	c.submit(step("c"))
-	if got := launchedSoFar(); len(got) != 0 {
-		t.Fatalf("started %v before their commit returned", got)
-	}
-	s.release <- struct{}{} // commit 1 (a) returns: a starts, nobody took it
-	waitCommit(t, s)        // commit 2 (b, c)
-	if got := launchedSoFar(); !slices.Equal(got, []string{"a"}) {
-		t.Fatalf("after commit 1: started %v, want [a]", got)
-	}
-	c.submit(step("d"))
-	s.release <- struct{}{} // commit 2 fails: b and c never start
-	waitCommit(t, s)        // commit 3 (b, c, d) succeeds, but the run is stopping
-	s.release <- struct{}{}
-
-	var got []commitDone
-	deadline := time.Now().Add(10 * time.Second)
-	for len(got) < 3 && time.Now().Before(deadline) {
-		select {
-		case <-c.done:
-			got = append(got, c.take()...)
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-	if len(got) != 3 {
-		t.Fatalf("took %d results, want 3", len(got))
-	}
-	if l := launchedSoFar(); !slices.Equal(l, []string{"a"}) {
-		t.Errorf("started %v, want only [a]", l)
-	}
-	if !slices.Equal(got[0].launched, []bool{true}) || got[1].launched != nil || got[2].launched != nil {
-		t.Errorf("launched per commit: %v, %v, %v; want [true], [], []", got[0].launched, got[1].launched, got[2].launched)
 	}
 }

@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/wf-engine/wf/config"
@@ -124,11 +123,8 @@ type Run struct {
 
 	attemptCtx     context.Context
 	cancelAttempts context.CancelFunc
-	// halted is set by the loop once the run stops on an error (a
-	// failed commit or spawn record): the committer then starts no more
-	// attempts, and the loop refuses them.
-	halted atomic.Bool
-	wg     sync.WaitGroup
+	inflight       int // owned by the loop goroutine
+	wg             sync.WaitGroup
 	// work hands an attempt to an idle worker; workers exit once
 	// workersQuit is closed (stopWorkers).
 	work        chan core.Attempt
@@ -381,11 +377,8 @@ func (r *Run) commit(ms []record.Mutation) error {
 
 // loop owns the core. The core's steps are committed by a separate
 // committer goroutine (see committer) so that the core keeps seeing timers
-// and results on time while a commit is in flight. A step's attempts are
-// started by the committer as soon as its commit has returned (never
-// before: their start records and idempotency keys must be durable first);
-// its events are published by the loop once it takes that commit, in step
-// order, so no view hears of anything that is not committed.
+// and results on time while a commit is in flight; a step's attempts and
+// events are acted on only once its commit has returned, in step order.
 //
 // A commit that fails (a full disk) stops the run as a first Ctrl-C would:
 // nothing new starts, running attempts get the grace period, and the run
@@ -397,7 +390,7 @@ func (r *Run) loop(ctx context.Context, first core.Ready) {
 	defer r.stopWorkers()
 	defer r.cancelAttempts()
 
-	cm := newCommitter(r.commit, r.launchAll)
+	cm := newCommitter(r.commit)
 	go cm.run()
 	defer cm.close()
 
@@ -438,7 +431,6 @@ func (r *Run) loop(ctx context.Context, first core.Ready) {
 		if failed == nil {
 			failed = err
 			r.err = err
-			r.halted.Store(true)
 			stop(false)
 		}
 	}
@@ -458,18 +450,16 @@ func (r *Run) loop(ctx context.Context, first core.Ready) {
 		}
 		step(r.core.AttemptsDone(now, rs))
 	}
-	// act carries out a step whose commit has returned: committed says it
-	// succeeded, launched that the committer has started its attempts. It
-	// reports whether the run is over.
-	act := func(ready core.Ready, committed, launched bool) bool {
+	// act carries out a step; it reports whether the run is over.
+	act := func(ready core.Ready, committed bool) bool {
 		if committed && r.opts.Bus != nil {
 			r.opts.Bus.Publish(ready.Events...)
 		}
-		switch {
-		case launched:
-		case committed && failed == nil:
-			r.launchAll(ready)
-		default:
+		if committed && failed == nil {
+			for _, a := range ready.Start {
+				r.launch(a)
+			}
+		} else {
 			refuse(ready.Start)
 		}
 		if ready.Done {
@@ -490,6 +480,7 @@ func (r *Run) loop(ctx context.Context, first core.Ready) {
 	receive := func(d attemptDone) {
 		batch = batch[:0]
 		for more := true; more; {
+			r.inflight--
 			batch = append(batch, d.res)
 			if d.err != nil {
 				fail(d.err)
@@ -503,7 +494,7 @@ func (r *Run) loop(ctx context.Context, first core.Ready) {
 		step(r.core.AttemptsDone(r.clock.Now(), batch))
 	}
 
-	if act(first, true, false) {
+	if act(first, true) {
 		return
 	}
 	for {
@@ -531,9 +522,8 @@ func (r *Run) loop(ctx context.Context, first core.Ready) {
 				if done.err != nil {
 					fail(done.err)
 				}
-				for i, ready := range done.steps {
-					launched := done.launched != nil && done.launched[i]
-					if act(ready, done.err == nil, launched) {
+				for _, ready := range done.steps {
+					if act(ready, done.err == nil) {
 						return
 					}
 				}
@@ -567,19 +557,6 @@ func (r *Run) loop(ctx context.Context, first core.Ready) {
 	}
 }
 
-// launchAll starts the attempts of a committed step, unless the run has
-// stopped on an error; it reports whether it did. The committer calls it
-// as soon as the step's commit returned; the loop, for the first step.
-func (r *Run) launchAll(ready core.Ready) bool {
-	if r.halted.Load() {
-		return false
-	}
-	for _, a := range ready.Start {
-		r.launch(a)
-	}
-	return true
-}
-
 // launch runs a on an idle worker, or on a new one when none is idle, so
 // the loop never waits. Workers outlive their attempt because a goroutine
 // running an exec attempt grows its stack several times (os/exec and the
@@ -588,6 +565,7 @@ func (r *Run) launchAll(ready core.Ready) bool {
 // most about twice Parallelism workers: one is started only when none is
 // waiting for work.
 func (r *Run) launch(a core.Attempt) {
+	r.inflight++
 	select {
 	case r.work <- a:
 	default:

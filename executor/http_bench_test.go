@@ -203,8 +203,6 @@ func BenchmarkHTTP10k(b *testing.B) {
 	b.ReportMetric(float64(launch[len(launch)*9/10])/1e6, "launch_p90_ms")
 }
 
-// rawHTTP makes n GET requests to url from parallelism goroutines with a
-// plain client, reading each body to the end.
 // processCPU is the user and system CPU time the process has used.
 func processCPU() time.Duration {
 	var ru syscall.Rusage
@@ -214,6 +212,8 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// rawHTTP makes n GET requests to url from parallelism goroutines with a
+// plain client, reading each body to the end.
 func rawHTTP(b *testing.B, url string, n, parallelism int) time.Duration {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = parallelism

@@ -37,6 +37,7 @@ func newWriterState() *writerState {
 func (s *Store) startApplier() {
 	w := s.w
 	w.jobs = make(chan applyJob, applyQueue)
+	w.kick = make(chan struct{}, 1)
 	w.applierDone = make(chan struct{})
 	go s.applyLoop()
 }
@@ -54,6 +55,7 @@ func (s *Store) applyLoop() {
 	defer close(w.applierDone)
 	var js []applyJob
 	for j := range w.jobs {
+		s.awaitKick(j.seq)
 		// Records that queued while the previous ones were applied go in
 		// together: one Badger transaction costs two goroutine switches
 		// and a commit of its own, whatever its size.
@@ -80,6 +82,57 @@ func (s *Store) applyLoop() {
 		w.applied = js[len(js)-1].seq
 		w.applyCond.Broadcast()
 		w.mu.Unlock()
+	}
+}
+
+// applyDelay bounds how long a record waits for a kick before it is
+// applied anyway (commits stopped and nobody reads).
+const applyDelay = time.Millisecond
+
+// awaitKick waits, before the record seq is applied, until the next log
+// record is being synced, a read or a rotation waits for it, the store
+// closes, or applyDelay passes. Applying at once would take one of the two
+// cores from the callers the batch just woke, while they encode their
+// next commits and gather into the next batch, and the disk would idle
+// meanwhile; during the next fdatasync the cores are idle, so the apply
+// costs the commit path nothing there.
+func (s *Store) awaitKick(seq uint64) {
+	w := s.w
+	var t *time.Timer
+	for {
+		w.mu.Lock()
+		kicked := w.kicked >= seq || w.stopping
+		w.mu.Unlock()
+		if kicked {
+			break
+		}
+		if t == nil {
+			t = time.NewTimer(applyDelay)
+		}
+		select {
+		case <-w.kick:
+			continue
+		case <-t.C:
+		}
+		break
+	}
+	if t != nil {
+		t.Stop()
+	}
+}
+
+// kickApplier lets the applier apply what is queued now.
+func (w *writerState) kickApplier() {
+	w.mu.Lock()
+	w.kickLocked()
+	w.mu.Unlock()
+}
+
+func (w *writerState) kickLocked() {
+	w.kicked = w.queued
+	select {
+	case w.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -139,6 +192,9 @@ func (w *writerState) waitApplied() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	target := w.queued
+	if w.applied < target && w.kick != nil {
+		w.kickLocked()
+	}
 	for w.applied < target {
 		w.applyCond.Wait()
 	}
@@ -151,6 +207,10 @@ func (s *Store) stopApplier() {
 	if w == nil || w.jobs == nil {
 		return
 	}
+	w.mu.Lock()
+	w.stopping = true
+	w.kickLocked()
+	w.mu.Unlock()
 	close(w.jobs)
 	<-w.applierDone
 	w.jobs = nil

@@ -106,12 +106,6 @@ func (s *Store) commitOps(ops []op, sync bool) error {
 	s.batches.Add(1)
 	s.batchedReqs.Add(int64(len(batch)))
 	err := s.writeBatch(batch)
-	for _, r := range batch {
-		r.err = err
-		if r != req {
-			r.wake <- false
-		}
-	}
 
 	s.mu.Lock()
 	// Callers that queued while this batch was written are the rest of
@@ -119,12 +113,19 @@ func (s *Store) commitOps(ops []op, sync bool) error {
 	s.lastQueued = len(s.pending)
 	if len(s.pending) > 0 {
 		// Hand over rather than loop: the leader's own caller should not
-		// pay for other callers' later batches.
+		// pay for other callers' later batches. First, so that the next
+		// leader is runnable before the crowd it waits for.
 		s.pending[0].wake <- true
 	} else {
 		s.writing = false
 	}
 	s.mu.Unlock()
+	for _, r := range batch {
+		r.err = err
+		if r != req {
+			r.wake <- false
+		}
+	}
 	return req.err
 }
 
@@ -193,6 +194,9 @@ func (s *Store) writeBatch(batch []*commitReq) error {
 	// The ops are encoded straight into the record (no payload copy).
 	err := w.wal.write(seq, groups, n)
 	if err == nil && sync {
+		// The cores idle during the sync: the earlier records' apply
+		// takes them now (apply.go).
+		w.kickApplier()
 		err = w.wal.sync()
 	}
 	if err != nil {

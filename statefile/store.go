@@ -142,10 +142,15 @@ type writerState struct {
 	failed, applyErr error
 	queued, applied  uint64
 	jobs             chan applyJob
-	applierDone      chan struct{}
-	lsmBytes         atomic.Int64 // tables' size, for the space margin
-	unlisted         int          // bytes applied since db/ was last looked at (applier)
-	allocated        map[string]bool
+	// kick wakes the applier (awaitKick): records up to kicked may be
+	// applied now, every record once stopping.
+	kick        chan struct{}
+	kicked      uint64
+	stopping    bool
+	applierDone chan struct{}
+	lsmBytes    atomic.Int64 // tables' size, for the space margin
+	unlisted    int          // bytes applied since db/ was last looked at (applier)
+	allocated   map[string]bool
 	// Time spent appending (and syncing) log records and applying them to
 	// Badger, for benchmarks.
 	logTime, applyTime time.Duration

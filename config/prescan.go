@@ -20,6 +20,9 @@ func prescanConfig(src []byte, filename string) hcl.Diagnostics {
 	if d := tooManyTokens(src, filename); d != nil {
 		return d
 	}
+	if quickScanOK(src) {
+		return nil
+	}
 	toks, _ := hclsyntax.LexConfig(src, filename, hcl.InitialPos)
 	return prescanTokens(toks, true)
 }

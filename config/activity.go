@@ -181,12 +181,11 @@ func kindOf(b *hcl.Block) Kind {
 func (l *loader) loadActivity(w *Workflow, b *hcl.Block, names map[string]bool, kinds map[string]Kind, forEach map[string]bool) *Activity {
 	name := b.Labels[0]
 	a := &Activity{
-		Name:            name,
-		Block:           name,
-		Workflow:        w.Name,
-		DependsOnRanges: map[string]hcl.Range{},
-		DeclRange:       b.DefRange,
-		TriggerRule:     TriggerAllSucceeded,
+		Name:        name,
+		Block:       name,
+		Workflow:    w.Name,
+		DeclRange:   b.DefRange,
+		TriggerRule: TriggerAllSucceeded,
 	}
 	content, d := b.Body.Content(activitySchema)
 	l.addDiags(d)
@@ -274,13 +273,14 @@ func (l *loader) loadActivity(w *Workflow, b *hcl.Block, names map[string]bool, 
 	if attr, ok := content.Attributes["depends_on"]; ok {
 		deps = append(deps, l.dependsOn(attr, names, name)...)
 	}
-	for _, r := range deps {
-		if _, seen := a.DependsOnRanges[r.name]; !seen {
-			a.DependsOnRanges[r.name] = r.rng
+	// Sorted by name, the first reference to each first.
+	slices.SortStableFunc(deps, func(x, y ref) int { return strings.Compare(x.name, y.name) })
+	for i, r := range deps {
+		if i == 0 || deps[i-1].name != r.name {
 			a.DependsOn = append(a.DependsOn, r.name)
+			a.DependsOnRanges = append(a.DependsOnRanges, r.rng)
 		}
 	}
-	sort.Strings(a.DependsOn)
 	sort.Strings(a.ResolveDeps)
 	a.ResolveDeps = slices.Compact(a.ResolveDeps)
 

@@ -132,8 +132,7 @@ func (l *loader) loadWorkflow(name string, b *hcl.Block) *Workflow {
 		}
 		first[an] = ab.DefRange
 		names[an] = true
-		kinds[an] = kindOf(ab)
-		forEach[an] = hasForEach(ab)
+		kinds[an], forEach[an] = kindAndForEach(ab)
 		blocks = append(blocks, ab)
 	}
 	w.index = make(map[string]*Activity, len(blocks))
@@ -148,34 +147,25 @@ func (l *loader) loadWorkflow(name string, b *hcl.Block) *Workflow {
 	return w
 }
 
-// hasForEach reports whether an activity block sets for_each.
-func hasForEach(b *hcl.Block) bool {
+// kindAndForEach returns the kind of an activity block with exactly one
+// kind block ("" otherwise: loadActivity reports that) and whether it sets
+// for_each, from one look at the block.
+func kindAndForEach(b *hcl.Block) (kind Kind, forEach bool) {
 	content, _, _ := b.Body.PartialContent(activitySchema)
 	if content == nil {
-		return false
+		return "", false
 	}
-	_, ok := content.Attributes["for_each"]
-	return ok
-}
-
-// kindOf returns the kind of an activity block with exactly one kind
-// block, and "" otherwise (loadActivity reports that).
-func kindOf(b *hcl.Block) Kind {
-	content, _, _ := b.Body.PartialContent(activitySchema)
-	if content == nil {
-		return ""
-	}
-	var kind Kind
+	_, forEach = content.Attributes["for_each"]
 	for _, cb := range content.Blocks {
 		if cb.Type == "retry" {
 			continue
 		}
 		if kind != "" {
-			return ""
+			return "", forEach
 		}
 		kind = Kind(cb.Type)
 	}
-	return kind
+	return kind, forEach
 }
 
 func (l *loader) loadActivity(w *Workflow, b *hcl.Block, names map[string]bool, kinds map[string]Kind, forEach map[string]bool) *Activity {

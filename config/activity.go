@@ -149,16 +149,37 @@ func (l *loader) loadWorkflow(name string, b *hcl.Block) *Workflow {
 
 // kindAndForEach returns the kind of an activity block with exactly one
 // kind block ("" otherwise: loadActivity reports that) and whether it sets
-// for_each, from one look at the block.
+// for_each. It reads the syntax tree as PartialContent(activitySchema)
+// would, without building content: it runs for every activity before any
+// is loaded.
 func kindAndForEach(b *hcl.Block) (kind Kind, forEach bool) {
-	content, _, _ := b.Body.PartialContent(activitySchema)
-	if content == nil {
-		return "", false
+	body, ok := b.Body.(*hclsyntax.Body)
+	if !ok {
+		content, _, _ := b.Body.PartialContent(activitySchema)
+		if content == nil {
+			return "", false
+		}
+		_, forEach = content.Attributes["for_each"]
+		for _, cb := range content.Blocks {
+			if cb.Type == "retry" {
+				continue
+			}
+			if kind != "" {
+				return "", forEach
+			}
+			kind = Kind(cb.Type)
+		}
+		return kind, forEach
 	}
-	_, forEach = content.Attributes["for_each"]
-	for _, cb := range content.Blocks {
-		if cb.Type == "retry" {
-			continue
+	_, forEach = body.Attributes["for_each"]
+	for _, cb := range body.Blocks {
+		switch Kind(cb.Type) {
+		case KindExec, KindHTTP, KindSleep:
+		default:
+			continue // retry, or not in the schema
+		}
+		if len(cb.Labels) != 0 {
+			continue // PartialContent reports and skips it
 		}
 		if kind != "" {
 			return "", forEach

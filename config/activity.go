@@ -132,8 +132,7 @@ func (l *loader) loadWorkflow(name string, b *hcl.Block) *Workflow {
 		}
 		first[an] = ab.DefRange
 		names[an] = true
-		kinds[an] = kindOf(ab)
-		forEach[an] = hasForEach(ab)
+		kinds[an], forEach[an] = kindAndForEach(ab)
 		blocks = append(blocks, ab)
 	}
 	w.index = make(map[string]*Activity, len(blocks))
@@ -148,45 +147,56 @@ func (l *loader) loadWorkflow(name string, b *hcl.Block) *Workflow {
 	return w
 }
 
-// hasForEach reports whether an activity block sets for_each.
-func hasForEach(b *hcl.Block) bool {
-	content, _, _ := b.Body.PartialContent(activitySchema)
-	if content == nil {
-		return false
+// kindAndForEach returns the kind of an activity block with exactly one
+// kind block ("" otherwise: loadActivity reports that) and whether it sets
+// for_each. It reads the syntax tree as PartialContent(activitySchema)
+// would, without building content: it runs for every activity before any
+// is loaded.
+func kindAndForEach(b *hcl.Block) (kind Kind, forEach bool) {
+	body, ok := b.Body.(*hclsyntax.Body)
+	if !ok {
+		content, _, _ := b.Body.PartialContent(activitySchema)
+		if content == nil {
+			return "", false
+		}
+		_, forEach = content.Attributes["for_each"]
+		for _, cb := range content.Blocks {
+			if cb.Type == "retry" {
+				continue
+			}
+			if kind != "" {
+				return "", forEach
+			}
+			kind = Kind(cb.Type)
+		}
+		return kind, forEach
 	}
-	_, ok := content.Attributes["for_each"]
-	return ok
-}
-
-// kindOf returns the kind of an activity block with exactly one kind
-// block, and "" otherwise (loadActivity reports that).
-func kindOf(b *hcl.Block) Kind {
-	content, _, _ := b.Body.PartialContent(activitySchema)
-	if content == nil {
-		return ""
-	}
-	var kind Kind
-	for _, cb := range content.Blocks {
-		if cb.Type == "retry" {
-			continue
+	_, forEach = body.Attributes["for_each"]
+	for _, cb := range body.Blocks {
+		switch Kind(cb.Type) {
+		case KindExec, KindHTTP, KindSleep:
+		default:
+			continue // retry, or not in the schema
+		}
+		if len(cb.Labels) != 0 {
+			continue // PartialContent reports and skips it
 		}
 		if kind != "" {
-			return ""
+			return "", forEach
 		}
 		kind = Kind(cb.Type)
 	}
-	return kind
+	return kind, forEach
 }
 
 func (l *loader) loadActivity(w *Workflow, b *hcl.Block, names map[string]bool, kinds map[string]Kind, forEach map[string]bool) *Activity {
 	name := b.Labels[0]
 	a := &Activity{
-		Name:            name,
-		Block:           name,
-		Workflow:        w.Name,
-		DependsOnRanges: map[string]hcl.Range{},
-		DeclRange:       b.DefRange,
-		TriggerRule:     TriggerAllSucceeded,
+		Name:        name,
+		Block:       name,
+		Workflow:    w.Name,
+		DeclRange:   b.DefRange,
+		TriggerRule: TriggerAllSucceeded,
 	}
 	content, d := b.Body.Content(activitySchema)
 	l.addDiags(d)
@@ -274,13 +284,14 @@ func (l *loader) loadActivity(w *Workflow, b *hcl.Block, names map[string]bool, 
 	if attr, ok := content.Attributes["depends_on"]; ok {
 		deps = append(deps, l.dependsOn(attr, names, name)...)
 	}
-	for _, r := range deps {
-		if _, seen := a.DependsOnRanges[r.name]; !seen {
-			a.DependsOnRanges[r.name] = r.rng
+	// Sorted by name, the first reference to each first.
+	slices.SortStableFunc(deps, func(x, y ref) int { return strings.Compare(x.name, y.name) })
+	for i, r := range deps {
+		if i == 0 || deps[i-1].name != r.name {
 			a.DependsOn = append(a.DependsOn, r.name)
+			a.DependsOnRanges = append(a.DependsOnRanges, r.rng)
 		}
 	}
-	sort.Strings(a.DependsOn)
 	sort.Strings(a.ResolveDeps)
 	a.ResolveDeps = slices.Compact(a.ResolveDeps)
 

@@ -158,11 +158,11 @@ func TestReferencesAndDependsOn(t *testing.T) {
 	}
 	// The first reference wins: the url, before headers and depends_on.
 	line, col := posOf(t, refsSrc, "activity.charge.result.id}")
-	if r := n.DependsOnRanges["charge"]; r.Start.Line != line || r.Start.Column != col {
+	if r, _ := n.DependsOnRange("charge"); r.Start.Line != line || r.Start.Column != col {
 		t.Errorf("charge range = %v, want %d:%d", r, line, col)
 	}
 	line, col = posOf(t, refsSrc, "activity.wait")
-	if r := n.DependsOnRanges["wait"]; r.Start.Line != line || r.Start.Column != col {
+	if r, _ := n.DependsOnRange("wait"); r.Start.Line != line || r.Start.Column != col {
 		t.Errorf("wait range = %v, want %d:%d", r, line, col)
 	}
 	if c := w.Activity("charge"); len(c.DependsOn) != 0 || c.Timeout != 30*time.Second || c.Kind != KindExec {

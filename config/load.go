@@ -316,12 +316,21 @@ func (l *loader) secrets() []string {
 }
 
 // parseConfig parses a configuration or variable file that prescan found
-// bounded, and puts the evaluation guards into it (guard.go).
+// bounded, and puts the evaluation guards into it (guard.go). A large file
+// in the language quickScan follows is parsed in pieces (parseChunked),
+// any other whole.
 func parseConfig(src []byte, filename string) (*hcl.File, hcl.Diagnostics) {
-	if d := prescanConfig(src, filename); d.HasErrors() {
+	d, quick := prescanConfigQuick(src, filename)
+	if d.HasErrors() {
 		return nil, d
 	}
-	f, d := hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
+	var f *hcl.File
+	if quick && len(src) > parseChunkBytes {
+		f, _ = parseChunked(src, filename, parseChunkBytes)
+	}
+	if f == nil {
+		f, d = hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
+	}
 	if f != nil {
 		guardFile(f)
 	}

@@ -17,11 +17,21 @@ import (
 // input. It returns the first problem only: the file is not parsed at all
 // then, so there is nothing more to say about it.
 func prescanConfig(src []byte, filename string) hcl.Diagnostics {
+	d, _ := prescanConfigQuick(src, filename)
+	return d
+}
+
+// prescanConfigQuick is prescanConfig, and whether quickScanOK passed the
+// file (which parseChunked needs).
+func prescanConfigQuick(src []byte, filename string) (diags hcl.Diagnostics, quick bool) {
 	if d := tooManyTokens(src, filename); d != nil {
-		return d
+		return d, false
+	}
+	if quickScanOK(src) {
+		return nil, true
 	}
 	toks, _ := hclsyntax.LexConfig(src, filename, hcl.InitialPos)
-	return prescanTokens(toks, true)
+	return prescanTokens(toks, true), false
 }
 
 // prescanExpression is prescanConfig for a lone expression (-var values).

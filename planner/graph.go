@@ -84,7 +84,7 @@ func BuildGraph(wf *config.Workflow) (*Graph, hcl.Diagnostics) {
 
 // depRange is where activity a refers to dep, falling back to a's block.
 func depRange(a *config.Activity, dep string) hcl.Range {
-	if r, ok := a.DependsOnRanges[dep]; ok {
+	if r, ok := a.DependsOnRange(dep); ok {
 		return r
 	}
 	return a.DeclRange

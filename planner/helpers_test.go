@@ -27,20 +27,25 @@ func rng(line int) hcl.Range {
 // act builds an activity whose kind block reads the outputs of each of
 // deps; deps are "name@line" pairs or plain names (line 0).
 func act(name string, kind config.Kind, line int, deps ...string) *config.Activity {
-	a := &config.Activity{Name: name, Workflow: "order", Kind: kind, DeclRange: rng(line), DependsOnRanges: map[string]hcl.Range{}}
+	a := &config.Activity{Name: name, Workflow: "order", Kind: kind, DeclRange: rng(line)}
+	ranges := map[string]hcl.Range{}
 	for _, d := range deps {
 		dep, at, found := strings.Cut(d, "@")
 		a.DependsOn = append(a.DependsOn, dep)
 		a.ResolveDeps = append(a.ResolveDeps, dep)
+		ranges[dep] = a.DeclRange
 		if found {
 			line, err := strconv.Atoi(at)
 			if err != nil {
 				panic(err)
 			}
-			a.DependsOnRanges[dep] = rng(line)
+			ranges[dep] = rng(line)
 		}
 	}
 	sort.Strings(a.DependsOn)
+	for _, dep := range a.DependsOn {
+		a.DependsOnRanges = append(a.DependsOnRanges, ranges[dep])
+	}
 	return a
 }
 

@@ -1,0 +1,304 @@
+package config
+
+import (
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+)
+
+// parseChunkBytes is the size of the pieces parseChunked parses a large
+// file in. Small pieces keep each token slice small, and a small slice
+// grows by doubling, where a large one grows by a quarter at a time and so
+// is copied more often: 10,000 activity blocks allocate 390 MB in pieces of
+// 4 KB, 450 MB in pieces of 64 KB.
+const parseChunkBytes = 4 << 10
+
+// parseChunked parses a large configuration file in pieces of about chunk
+// bytes, into the same syntax tree as hclsyntax.ParseConfig of the whole.
+// HCL's lexer makes all of a file's tokens before its parser starts, about
+// 100 bytes a token, in a slice it grows by copying: for a 1 MB file, 40 MB
+// of tokens and as much again while the slice grows, all of it live while
+// the tree is built and all of it scanned by every garbage collection. In
+// pieces, only one piece's tokens are live at a time.
+//
+// A body splits between its items, at the lines where no bracket, string
+// or comment is open. The file is parsed whole but for the contents of the
+// blocks larger than chunk, blanked out (spaces; every newline is kept, so
+// every position stays where it was); each such block's body is then
+// filled in from its items, parsed in runs of up to chunk bytes, and
+// larger blocks among them the same way. Each piece is parsed at its
+// position in the file, so every range is the one the whole parse makes.
+//
+// It is only for files quickScanOK passed (the subset of the language it
+// follows, where a newline outside brackets ends an item), and it gives up,
+// returning false, wherever it is not sure: at a piece with any diagnostic,
+// an argument set twice across pieces, a block whose braces are not where
+// it expects. The caller then parses the file whole, so that every
+// diagnostic is the one HCL gives.
+func parseChunked(src []byte, filename string, chunk int) (*hcl.File, bool) {
+	p := chunkParser{src: src, filename: filename, chunk: chunk, line: 1}
+	f, ok := p.parse(0, len(src))
+	if !ok {
+		return nil, false
+	}
+	f.Bytes = src
+	return f, true
+}
+
+type chunkParser struct {
+	src      []byte
+	filename string
+	chunk    int
+	// at and line: the last position pos found, where the next one
+	// (usually further on) starts counting.
+	at, line int
+}
+
+// pos is the position of offset, which starts a line: lines are counted in
+// newlines, as the lexer counts them (a lone CR is no line break to it, nor
+// to quickScan).
+func (p *chunkParser) pos(offset int) hcl.Pos {
+	if offset < p.at {
+		p.at, p.line = 0, 1
+	}
+	for _, c := range p.src[p.at:offset] {
+		if c == '\n' {
+			p.line++
+		}
+	}
+	p.at = offset
+	return hcl.Pos{Line: p.line, Column: 1, Byte: offset}
+}
+
+// parse parses src[lo:hi], whole items that start a line, blanking and
+// then filling in the bodies of the blocks larger than chunk.
+func (p *chunkParser) parse(lo, hi int) (*hcl.File, bool) {
+	items := itemStarts(p.src, lo, hi)
+	var big []bigBlock
+	for i, s := range items {
+		e := hi
+		if i+1 < len(items) {
+			e = items[i+1]
+		}
+		if e-s <= p.chunk {
+			continue
+		}
+		if b, ok := blockInterior(p.src, s, e); ok {
+			big = append(big, b)
+		}
+	}
+	piece := p.src[lo:hi]
+	if len(big) > 0 {
+		piece = append([]byte(nil), piece...)
+		for _, b := range big {
+			for i := b.lo; i < b.hi; i++ {
+				if piece[i-lo] != '\n' {
+					piece[i-lo] = ' '
+				}
+			}
+		}
+	}
+	f, diags := hclsyntax.ParseConfig(piece, p.filename, p.pos(lo))
+	if len(diags) > 0 || f == nil {
+		return nil, false
+	}
+	body, ok := f.Body.(*hclsyntax.Body)
+	if !ok {
+		return nil, false
+	}
+	for _, b := range big {
+		var block *hclsyntax.Block
+		for _, cand := range body.Blocks {
+			if cand.OpenBraceRange.Start.Byte == b.open {
+				block = cand
+				break
+			}
+		}
+		if block == nil || block.CloseBraceRange.Start.Byte != b.close ||
+			len(block.Body.Attributes) != 0 || len(block.Body.Blocks) != 0 {
+			return nil, false
+		}
+		if !p.fill(block.Body, b.lo, b.hi) {
+			return nil, false
+		}
+	}
+	return f, true
+}
+
+// fill parses the items of src[lo:hi] in runs of up to chunk bytes into
+// body.
+func (p *chunkParser) fill(body *hclsyntax.Body, lo, hi int) bool {
+	items := itemStarts(p.src, lo, hi)
+	items = append(items, hi)
+	for i := 0; i+1 < len(items); {
+		j := i + 1
+		for j+1 < len(items) && items[j+1]-items[i] <= p.chunk {
+			j++
+		}
+		f, ok := p.parse(items[i], items[j])
+		if !ok {
+			return false
+		}
+		part := f.Body.(*hclsyntax.Body)
+		for name, attr := range part.Attributes {
+			if _, dup := body.Attributes[name]; dup {
+				return false // the whole parse says where it was first set
+			}
+			body.Attributes[name] = attr
+		}
+		body.Blocks = append(body.Blocks, part.Blocks...)
+		i = j
+	}
+	return true
+}
+
+// bigBlock is a block item whose body parse blanks: src[lo:hi] are the
+// whole lines between the line of its opening brace, at open, and the line
+// of its closing brace, at close.
+type bigBlock struct {
+	open, lo, hi, close int
+}
+
+// blockInterior finds the body of a block item src[s:e]: a header without
+// "=", an opening brace that ends its line, and a closing brace alone on
+// the item's last line. ok is false for an attribute or a block written
+// otherwise, which is then parsed with its item.
+func blockInterior(src []byte, s, e int) (bigBlock, bool) {
+	open := -1
+	for i := s; i < e; i++ {
+		c := src[i]
+		if c == '{' {
+			open = i
+			break
+		}
+		if c == '=' || c == '\n' || c == '#' || c == '/' {
+			return bigBlock{}, false
+		}
+	}
+	if open < 0 {
+		return bigBlock{}, false
+	}
+	lo := open + 1
+	for lo < e && src[lo] == ' ' {
+		lo++
+	}
+	if lo < e && src[lo] == '\r' {
+		lo++
+	}
+	if lo >= e || src[lo] != '\n' {
+		return bigBlock{}, false
+	}
+	lo++
+	// The last line: spaces, "}", spaces, a newline (or the end of file).
+	end := e
+	if end > s && src[end-1] == '\n' {
+		end--
+		if end > s && src[end-1] == '\r' {
+			end--
+		}
+	}
+	for end > lo && src[end-1] == ' ' {
+		end--
+	}
+	if end <= lo || src[end-1] != '}' {
+		return bigBlock{}, false
+	}
+	hi := end - 1
+	for hi > lo && src[hi-1] == ' ' {
+		hi--
+	}
+	if hi <= lo || src[hi-1] != '\n' {
+		return bigBlock{}, false
+	}
+	return bigBlock{open: open, lo: lo, hi: hi, close: end - 1}, true
+}
+
+// itemStarts returns the offsets in src[lo:hi] that start an item: lo,
+// and each line start after a newline outside brackets, strings and
+// comments (a line comment's newline included), that has more than
+// spaces before the next such line. src is within what quickScan follows.
+func itemStarts(src []byte, lo, hi int) []int {
+	starts := []int{lo}
+	depth := 0
+	// Open interpolations: the depth their closing brace returns to, in a
+	// string.
+	var interps []int
+	inString := false
+	lineStart := func(i int) {
+		if depth == 0 && i < hi {
+			starts = append(starts, i)
+		}
+	}
+	for i := lo; i < hi; {
+		c := src[i]
+		if inString {
+			switch {
+			case c == '\\':
+				i += 2
+			case c == '"':
+				inString = false
+				depth--
+				i++
+			case c == '$' && i+1 < hi && src[i+1] == '{':
+				depth++
+				interps = append(interps, depth)
+				inString = false
+				i += 2
+			default:
+				i++
+			}
+			continue
+		}
+		switch {
+		case c == '"':
+			depth++
+			inString = true
+			i++
+		case c == '#' || (c == '/' && i+1 < hi && src[i+1] == '/'):
+			for i < hi && src[i] != '\n' {
+				i++
+			}
+			i++
+			lineStart(i)
+		case c == '/' && i+1 < hi && src[i+1] == '*':
+			i += 2
+			for i+1 < hi && !(src[i] == '*' && src[i+1] == '/') {
+				i++
+			}
+			i += 2
+		case c == '\n':
+			i++
+			lineStart(i)
+		case c == '{' || c == '[' || c == '(':
+			depth++
+			i++
+		case c == '}':
+			if len(interps) > 0 && interps[len(interps)-1] == depth {
+				interps = interps[:len(interps)-1]
+				inString = true
+			}
+			depth--
+			i++
+		case c == ']' || c == ')':
+			depth--
+			i++
+		default:
+			i++
+		}
+	}
+	// Drop starts followed by nothing but spaces and newlines up to the
+	// next: a blank line belongs to the item before it.
+	out := starts[:1]
+	for _, s := range starts[1:] {
+		blank := true
+		for j := s; j < hi && src[j] != '\n'; j++ {
+			if src[j] != ' ' && src[j] != '\r' {
+				blank = false
+				break
+			}
+		}
+		if !blank {
+			out = append(out, s)
+		}
+	}
+	return out
+}

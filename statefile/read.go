@@ -144,13 +144,23 @@ type rawChunk struct {
 	err  error
 }
 
-// rawChunkSize is how many records one chunk (and one decoder's turn)
-// holds.
-const rawChunkSize = 512
+// A chunk (one decoder's turn) ends at rawChunkSize records or once its
+// buffer holds rawChunkBytes: the buffer is allocated with room beyond
+// that for the last record, so it grows (and is copied) only for a
+// record of more than rawChunkSlack.
+const (
+	rawChunkSize  = 512
+	rawChunkBytes = 192 << 10
+	rawChunkSlack = 64 << 10
+)
+
+func (rc *rawChunk) full() bool {
+	return rc.len() == rawChunkSize || len(rc.buf) >= rawChunkBytes
+}
 
 func (rc *rawChunk) add(c *cursor, key []byte) error {
 	if rc.buf == nil {
-		rc.buf = make([]byte, 0, 64<<10)
+		rc.buf = make([]byte, 0, rawChunkBytes+rawChunkSlack)
 		rc.ends = make([]int, 0, 2*rawChunkSize)
 	}
 	rc.buf = append(rc.buf, key...)
@@ -213,7 +223,7 @@ func (s *Store) readActivities(what string, scan func(snap *snapshot, add func(c
 		if err := cur.add(c, key); err != nil {
 			return err
 		}
-		if cur.len() == rawChunkSize {
+		if cur.full() {
 			chunks = append(chunks, cur)
 			work <- cur
 			cur = &rawChunk{}

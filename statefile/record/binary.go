@@ -223,9 +223,11 @@ func decodeActivityBinary(b []byte, r *Activity, ab *ActivityBatch) error {
 	}
 	if out := d.bytes(); len(out) > 0 {
 		// Only what json.Marshal writes: valid, compact JSON.
-		if c, err := appendCompactJSON(nil, out); err != nil || string(c) != string(out) {
+		c, err := appendCompactJSON(ab.scratchBuf(), out)
+		if err != nil || string(c) != string(out) {
 			d.fail("outputs are not compact JSON")
 		}
+		ab.keepScratch(c)
 		r.Outputs = append([]byte(nil), out...)
 	}
 	if d.flag() {

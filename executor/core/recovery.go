@@ -57,6 +57,7 @@ func newSlab(opts Options) slab {
 	return s
 }
 
+// act returns a zero node.
 func (s *slab) act() *act {
 	if len(s.nodes) == 0 {
 		return new(act)

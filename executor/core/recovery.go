@@ -150,9 +150,13 @@ func (c *Core) growStartEvents() {
 			timers++
 		}
 	}
+	fresh := c.out.Events == nil
 	c.out.Events = slices.Grow(c.out.Events, timers+2*len(c.insts)+max(c.opts.Parallelism, 0))
 	c.timers = slices.Grow(c.timers, timers)
-	c.recoveredFacts = timerFacts{at: make([]time.Time, timers), ms: make([]int64, timers), rules: make([]event.RuleRef, timers)}
+	c.recoveredFacts = timerFacts{at: make([]time.Time, timers), ms: make([]int64, timers), rules: make([]event.RuleRef, timers),
+		// A new array is zero past its length, and events are only
+		// ever appended within a step.
+		zeroTail: fresh}
 }
 
 // timerFacts holds the fire times, delays and rule references the
@@ -162,6 +166,9 @@ type timerFacts struct {
 	at    []time.Time
 	ms    []int64
 	rules []event.RuleRef
+	// zeroTail: the step's events were allocated by growStartEvents, so
+	// the slots past their length are still zero.
+	zeroTail bool
 }
 
 // rule is the activity's rule reference, in the next slot of the array.
@@ -181,8 +188,15 @@ func (f *timerFacts) rule(a *act) *event.RuleRef {
 // 100,000 of them at start-up, each 400-odd bytes, are then not built
 // and copied again.
 func (c *Core) emitRecovered(a *act, t *record.Timer) {
-	c.out.Events = append(c.out.Events, event.Event{})
-	ev := &c.out.Events[len(c.out.Events)-1]
+	n := len(c.out.Events)
+	if c.recoveredFacts.zeroTail && n < cap(c.out.Events) {
+		// Not append(..., event.Event{}): that writes 432 zero bytes
+		// over zero bytes, with a write barrier while the collector runs.
+		c.out.Events = c.out.Events[:n+1]
+	} else {
+		c.out.Events = append(c.out.Events, event.Event{})
+	}
+	ev := &c.out.Events[n]
 	c.fillEv(ev, a, event.TimerRecovered, c.recoveredFacts.rule(a))
 	ev.Attempt = t.Attempt
 	ev.FireAt, ev.DelayMs = c.recoveredFacts.next(t)

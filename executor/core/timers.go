@@ -52,13 +52,16 @@ func (c *Core) buildTimers() {
 
 // fireDue fires every timer due at c.now, earliest first.
 func (c *Core) fireDue() {
+	// Only the first call after buildTimers may take the heap for the
+	// sorted array, even when it fires nothing.
+	sorted := c.sortedTimers
+	c.sortedTimers = false
 	if c.stopped {
 		return
 	}
 	c.tickBreakers()
 	now := fireKeyOf(c.now)
-	if c.sortedTimers {
-		c.sortedTimers = false
+	if sorted {
 		c.fireSortedDue(now)
 	}
 	for c.timers.Len() > 0 && !now.before(c.timers[0].at) {

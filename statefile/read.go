@@ -145,24 +145,30 @@ type rawChunk struct {
 }
 
 // A chunk (one decoder's turn) ends at rawChunkSize records or once its
-// buffer holds rawChunkBytes: the buffer is allocated with room beyond
-// that for the last record, so it grows (and is copied) only for a
-// record of more than rawChunkSlack.
+// buffer holds rawChunkBytes. The first chunk of a read starts small
+// (most reads are of a few records) and grows; each next one is sized
+// from the one before, so that it is seldom regrown (copied while the
+// scan waits) and holds little unused room (which would bring the next
+// collection sooner).
 const (
 	rawChunkSize  = 512
 	rawChunkBytes = 192 << 10
-	rawChunkSlack = 64 << 10
+	rawChunkFirst = 8 << 10
 )
+
+func newRawChunk(prev *rawChunk) *rawChunk {
+	size := rawChunkFirst
+	if prev != nil {
+		size = len(prev.buf) + len(prev.buf)/8 + 4<<10
+	}
+	return &rawChunk{buf: make([]byte, 0, size), ends: make([]int, 0, 2*rawChunkSize)}
+}
 
 func (rc *rawChunk) full() bool {
 	return rc.len() == rawChunkSize || len(rc.buf) >= rawChunkBytes
 }
 
 func (rc *rawChunk) add(c *cursor, key []byte) error {
-	if rc.buf == nil {
-		rc.buf = make([]byte, 0, rawChunkBytes+rawChunkSlack)
-		rc.ends = make([]int, 0, 2*rawChunkSize)
-	}
 	rc.buf = append(rc.buf, key...)
 	kEnd := len(rc.buf)
 	var err error
@@ -218,15 +224,17 @@ func (s *Store) readActivities(what string, scan func(snap *snapshot, add func(c
 			}
 		})
 	}
-	cur := &rawChunk{}
+	cur := newRawChunk(nil)
 	add := func(c *cursor, key []byte) error {
 		if err := cur.add(c, key); err != nil {
 			return err
 		}
 		if cur.full() {
+			// Sized before a decoder has it (and drops its buffer).
+			next := newRawChunk(cur)
 			chunks = append(chunks, cur)
 			work <- cur
-			cur = &rawChunk{}
+			cur = next
 		}
 		return nil
 	}

@@ -101,6 +101,12 @@ func activityKey(workflow, key, activity string) []byte {
 	return appendName(instancePrefix(tableActivity, workflow, key), activity)
 }
 
+// appendActivityKey appends activityKey(workflow, key, activity) to b.
+func appendActivityKey(b []byte, workflow, key, activity string) []byte {
+	b = append(b, tableActivity)
+	return appendName(appendName(appendName(b, workflow), key), activity)
+}
+
 func timerKey(workflow, key, activity string) []byte {
 	return appendName(instancePrefix(tableTimer, workflow, key), activity)
 }

@@ -107,48 +107,162 @@ func (s *Store) Instance(workflow, key string) (*record.Instance, error) {
 // Activities returns the activities of an instance by name; the map is
 // empty (not nil) when there are none.
 func (s *Store) Activities(workflow, key string) (map[string]*record.Activity, error) {
-	var keys, vals [][]byte
-	err := s.read("read activities of "+workflow+"/"+key, func(snap *snapshot) error {
+	what := "read activities of " + workflow + "/" + key
+	recs, err := s.readActivities(what, func(snap *snapshot, add func(c *cursor, key []byte) error) error {
 		c := snap.cursor(instancePrefix(tableActivity, workflow, key))
 		defer c.close()
 		for c.rewind(); c.valid(); c.next() {
-			v, err := c.value()
-			if err != nil {
+			if err := add(c, c.key()); err != nil {
 				return err
 			}
-			keys = append(keys, bytes.Clone(c.key()))
-			vals = append(vals, v)
 		}
 		return nil
+	}, func(k []byte, r *record.Activity, kb []byte) ([]byte, error) {
+		kb = appendActivityKey(kb[:0], r.Workflow, r.Instance, r.Name)
+		if r.Workflow != workflow || r.Instance != key || !bytes.Equal(kb, k) {
+			return kb, mismatch("activity", r.Workflow+"/"+r.Instance+"/"+r.Name, string(k))
+		}
+		return kb, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	// Resuming a large instance decodes every activity before the first
-	// timer can fire: spread the decoding over every CPU.
-	recs := make([]*record.Activity, len(vals))
-	errs := make([]error, len(vals))
-	const chunk = 2048
+	out := make(map[string]*record.Activity, len(recs))
+	for _, r := range recs {
+		out[r.Name] = r
+	}
+	return out, nil
+}
+
+// rawChunk holds the raw keys and values of a run of records back to back
+// in one buffer, so that reading 100,000 activities makes a few hundred
+// allocations instead of 200,000 (each a copy the decoder copies again).
+type rawChunk struct {
+	buf  []byte
+	ends []int // per record: where its key ends, where its value ends
+	out  []*record.Activity
+	err  error
+}
+
+// A chunk (one decoder's turn) ends at rawChunkSize records or once its
+// buffer holds rawChunkBytes. The first chunk of a read starts small
+// (most reads are of a few records) and grows; each next one is sized
+// from the one before, so that it is seldom regrown (copied while the
+// scan waits) and holds little unused room (which would bring the next
+// collection sooner).
+const (
+	rawChunkSize  = 512
+	rawChunkBytes = 192 << 10
+	rawChunkFirst = 8 << 10
+)
+
+func newRawChunk(prev *rawChunk) *rawChunk {
+	size := rawChunkFirst
+	if prev != nil {
+		size = len(prev.buf) + len(prev.buf)/8 + 4<<10
+	}
+	return &rawChunk{buf: make([]byte, 0, size), ends: make([]int, 0, 2*rawChunkSize)}
+}
+
+func (rc *rawChunk) full() bool {
+	return rc.len() == rawChunkSize || len(rc.buf) >= rawChunkBytes
+}
+
+func (rc *rawChunk) add(c *cursor, key []byte) error {
+	rc.buf = append(rc.buf, key...)
+	kEnd := len(rc.buf)
+	var err error
+	if rc.buf, err = c.appendValue(rc.buf); err != nil {
+		return err
+	}
+	rc.ends = append(rc.ends, kEnd, len(rc.buf))
+	return nil
+}
+
+func (rc *rawChunk) len() int { return len(rc.ends) / 2 }
+
+// record returns the i'th key and value (full slice expressions: nothing
+// appended to one can reach the next).
+func (rc *rawChunk) record(i int) (key, val []byte) {
+	start := 0
+	if i > 0 {
+		start = rc.ends[2*i-1]
+	}
+	k, v := rc.ends[2*i], rc.ends[2*i+1]
+	return rc.buf[start:k:k], rc.buf[k:v:v]
+}
+
+// readActivities runs scan, which hands add the raw activity records it
+// wants in the order they are to be returned, and decodes them on every
+// CPU while the scan goes on (decoding dominates start-up with many
+// activities). check vets each decoded record against its key; kb is a
+// buffer it may reuse (and returns). The records are cut from a few
+// arrays per decoder (record.ActivityBatch).
+func (s *Store) readActivities(what string, scan func(snap *snapshot, add func(c *cursor, key []byte) error) error, check func(key []byte, r *record.Activity, kb []byte) ([]byte, error)) ([]*record.Activity, error) {
+	work := make(chan *rawChunk, 64)
+	var chunks []*rawChunk
 	var wg sync.WaitGroup
-	for lo := 0; lo < len(vals); lo += chunk {
-		hi := min(lo+chunk, len(vals))
+	for range runtime.GOMAXPROCS(0) {
 		wg.Go(func() {
-			for i := lo; i < hi; i++ {
-				r, err := record.DecodeActivity(vals[i])
-				if err == nil && (r.Workflow != workflow || r.Instance != key || string(activityKey(workflow, key, r.Name)) != string(keys[i])) {
-					err = mismatch("activity", r.Workflow+"/"+r.Instance+"/"+r.Name, string(keys[i]))
+			var ab record.ActivityBatch
+			var kb []byte
+			for rc := range work {
+				rc.out = make([]*record.Activity, rc.len())
+				for i := range rc.out {
+					k, v := rc.record(i)
+					r, err := ab.Decode(v)
+					if err == nil {
+						kb, err = check(k, r, kb)
+					}
+					if err != nil {
+						rc.err = keyError(k, err)
+						break
+					}
+					rc.out[i] = r
 				}
-				recs[i], errs[i] = r, err
+				rc.buf, rc.ends = nil, nil // garbage now: the records copied what they keep
 			}
 		})
 	}
-	wg.Wait()
-	out := make(map[string]*record.Activity, len(recs))
-	for i, r := range recs {
-		if errs[i] != nil {
-			return nil, fmt.Errorf("read activities of %s/%s: %w", workflow, key, keyError(keys[i], errs[i]))
+	cur := newRawChunk(nil)
+	add := func(c *cursor, key []byte) error {
+		if err := cur.add(c, key); err != nil {
+			return err
 		}
-		out[r.Name] = r
+		if cur.full() {
+			// Sized before a decoder has it (and drops its buffer).
+			next := newRawChunk(cur)
+			chunks = append(chunks, cur)
+			work <- cur
+			cur = next
+		}
+		return nil
+	}
+	err := s.read(what, func(snap *snapshot) error {
+		if err := scan(snap, add); err != nil {
+			return err
+		}
+		if cur.len() > 0 {
+			chunks = append(chunks, cur)
+			work <- cur
+		}
+		return nil
+	})
+	close(work)
+	wg.Wait()
+	if err != nil {
+		return nil, err
+	}
+	n := 0
+	for _, rc := range chunks {
+		if rc.err != nil {
+			return nil, fmt.Errorf("%s: %w", what, rc.err)
+		}
+		n += len(rc.out)
+	}
+	out := make([]*record.Activity, 0, n)
+	for _, rc := range chunks {
+		out = append(out, rc.out...)
 	}
 	return out, nil
 }
@@ -196,33 +310,7 @@ func (s *Store) Budgets() (map[string]*record.Budget, error) {
 // instances, in key order (workflow, instance key, activity). The executor
 // calls it at start-up to re-arm durable timers.
 func (s *Store) PendingTimers() ([]*record.Activity, error) {
-	// Decoding dominates start-up with many timers, so chunks of raw
-	// values go to decoders on every CPU while the scan goes on.
-	type chunk struct {
-		keys, vals [][]byte
-		out        []*record.Activity
-		err        error
-	}
-	const chunkSize = 512
-	work := make(chan *chunk, 64)
-	var chunks []*chunk
-	var wg sync.WaitGroup
-	for range runtime.GOMAXPROCS(0) {
-		wg.Go(func() {
-			for c := range work {
-				c.out, c.err = decodeTimers(c.keys, c.vals)
-			}
-		})
-	}
-	cur := &chunk{}
-	flush := func() {
-		if len(cur.vals) > 0 {
-			chunks = append(chunks, cur)
-			work <- cur
-			cur = &chunk{}
-		}
-	}
-	err := s.read("read pending timers", func(snap *snapshot) error {
+	return s.readActivities("read pending timers", func(snap *snapshot, add func(c *cursor, key []byte) error) error {
 		// A merge join of the timer index with the activity table: both are
 		// ordered by the same (workflow, key, activity) suffix, so one pass
 		// over each replaces a point lookup per timer. No prefetch: values
@@ -248,56 +336,25 @@ func (s *Store) PendingTimers() ([]*record.Activity, error) {
 			if !ac.valid() || !bytes.Equal(ac.key(), target) {
 				return keyError(tk, errors.New("timer index entry without its activity"))
 			}
-			v, err := ac.value()
-			if err != nil {
+			if err := add(ac, target); err != nil {
 				return err
 			}
-			cur.keys = append(cur.keys, bytes.Clone(target))
-			cur.vals = append(cur.vals, v)
-			if len(cur.vals) == chunkSize {
-				flush()
-			}
 		}
-		flush()
 		return nil
-	})
-	close(work)
-	wg.Wait()
-	if err != nil {
-		return nil, err
-	}
-	n := 0
-	for _, c := range chunks {
-		if c.err != nil {
-			return nil, fmt.Errorf("read pending timers: %w", c.err)
-		}
-		n += len(c.out)
-	}
-	out := make([]*record.Activity, 0, n)
-	for _, c := range chunks {
-		out = append(out, c.out...)
-	}
-	return out, nil
+	}, checkTimer)
 }
 
-// decodeTimers decodes activities found through the timer index and checks
-// that each is the one its key names and does have a timer.
-func decodeTimers(keys, vals [][]byte) ([]*record.Activity, error) {
-	out := make([]*record.Activity, len(vals))
-	for i, v := range vals {
-		a, err := record.DecodeActivity(v)
-		if err != nil {
-			return nil, keyError(keys[i], err)
-		}
-		if a.Timer == nil {
-			return nil, keyError(keys[i], errors.New("timer index entry but the activity has no timer"))
-		}
-		if string(activityKey(a.Workflow, a.Instance, a.Name)) != string(keys[i]) {
-			return nil, keyError(keys[i], mismatch("activity", a.Workflow+"/"+a.Instance+"/"+a.Name, describeKey(keys[i])))
-		}
-		out[i] = a
+// checkTimer checks that an activity found through the timer index is the
+// one its key names and does have a timer.
+func checkTimer(k []byte, a *record.Activity, kb []byte) ([]byte, error) {
+	if a.Timer == nil {
+		return kb, errors.New("timer index entry but the activity has no timer")
 	}
-	return out, nil
+	kb = appendActivityKey(kb[:0], a.Workflow, a.Instance, a.Name)
+	if !bytes.Equal(kb, k) {
+		return kb, mismatch("activity", a.Workflow+"/"+a.Instance+"/"+a.Name, describeKey(k))
+	}
+	return kb, nil
 }
 
 // Spawns returns the recorded process groups of an instance's exec

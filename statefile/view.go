@@ -203,6 +203,22 @@ func (c *cursor) key() []byte {
 	return c.base.Item().Key()
 }
 
+// appendValue appends the current value to dst: many values read in one
+// pass share an allocation.
+func (c *cursor) appendValue(dst []byte) ([]byte, error) {
+	if c.fromOv {
+		return append(dst, c.ov.entries[c.ov.sorted[c.oi]].val...), nil
+	}
+	err := c.base.Item().Value(func(v []byte) error {
+		dst = append(dst, v...)
+		return nil
+	})
+	if err != nil {
+		return dst, fmt.Errorf("%s: %w", describeKey(c.base.Item().Key()), err)
+	}
+	return dst, nil
+}
+
 // value returns a copy of the current value.
 func (c *cursor) value() ([]byte, error) {
 	if c.fromOv {

@@ -18,21 +18,26 @@ import (
 // ---- helpers ------------------------------------------------------------
 
 func (c *Core) ev(a *act, t event.Type) event.Event {
-	ev := event.Event{
-		Time:        c.now,
-		Type:        t,
-		Workflow:    a.in.wf.Name,
-		Instance:    a.in.addr,
-		Activity:    a.address(),
-		Kind:        string(a.cfg.Kind),
-		MaxAttempts: a.maxAttempts(),
-		Rule:        a.ruleRef(),
-		Budget:      c.usage(a),
-	}
+	var ev event.Event
+	c.fillEv(&ev, a, t, a.ruleRef())
+	return ev
+}
+
+// fillEv sets what every event of an activity says into ev (which is
+// zero), with rule as its rule reference.
+func (c *Core) fillEv(ev *event.Event, a *act, t event.Type, rule *event.RuleRef) {
+	ev.Time = c.now
+	ev.Type = t
+	ev.Workflow = a.in.wf.Name
+	ev.Instance = a.in.addr
+	ev.Activity = a.address()
+	ev.Kind = string(a.cfg.Kind)
+	ev.MaxAttempts = a.maxAttempts()
+	ev.Rule = rule
+	ev.Budget = c.usage(a)
 	if a.rec != nil {
 		ev.Interrupted = a.rec.Interrupted
 	}
-	return ev
 }
 
 // maxAttempts is the limit shown for an activity: the speaking rule's, else
@@ -69,11 +74,18 @@ func (a *act) speakingRule() int {
 
 // ruleRef says which rule speaks and what the rules have counted, so that
 // views never show more attempts than the limit (see event.RuleRef).
-func (a *act) ruleRef() *event.RuleRef {
+func (a *act) ruleRef() *event.RuleRef { return a.ruleRefIn(nil) }
+
+// ruleRefIn is ruleRef written into *into (nil: a new one).
+func (a *act) ruleRefIn(into *event.RuleRef) *event.RuleRef {
 	if len(a.cfg.Rules) == 0 || a.rec == nil {
 		return nil
 	}
-	ref := &event.RuleRef{Rules: len(a.cfg.Rules)}
+	ref := into
+	if ref == nil {
+		ref = new(event.RuleRef)
+	}
+	*ref = event.RuleRef{Rules: len(a.cfg.Rules)}
 	for _, n := range a.rec.RuleCounts {
 		ref.CountedAll += n
 	}

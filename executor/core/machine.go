@@ -108,8 +108,11 @@ type Core struct {
 	// bulkTimers is set while Start arms the recovered timers: they are
 	// appended, and the heap is built once (buildTimers).
 	bulkTimers bool
-	queue      readyQueue
-	running    int
+	// sortedTimers is set while the heap is still the sorted array
+	// buildTimers made (until the first fireDue).
+	sortedTimers bool
+	queue        readyQueue
+	running      int
 
 	started  bool
 	stopped  bool

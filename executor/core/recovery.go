@@ -57,6 +57,7 @@ func newSlab(opts Options) slab {
 	return s
 }
 
+// act returns a zero node.
 func (s *slab) act() *act {
 	if len(s.nodes) == 0 {
 		return new(act)
@@ -149,16 +150,57 @@ func (c *Core) growStartEvents() {
 			timers++
 		}
 	}
+	fresh := c.out.Events == nil
 	c.out.Events = slices.Grow(c.out.Events, timers+2*len(c.insts)+max(c.opts.Parallelism, 0))
 	c.timers = slices.Grow(c.timers, timers)
-	c.recoveredFacts = timerFacts{at: make([]time.Time, timers), ms: make([]int64, timers)}
+	c.recoveredFacts = timerFacts{at: make([]time.Time, timers), ms: make([]int64, timers), rules: make([]event.RuleRef, timers),
+		// A new array is zero past its length, and events are only
+		// ever appended within a step.
+		zeroTail: fresh}
 }
 
-// timerFacts holds the fire times and delays the timer_recovered events
-// of start-up point to, two arrays rather than two allocations per event.
+// timerFacts holds the fire times, delays and rule references the
+// timer_recovered events of start-up point to, three arrays rather than
+// three allocations per event.
 type timerFacts struct {
-	at []time.Time
-	ms []int64
+	at    []time.Time
+	ms    []int64
+	rules []event.RuleRef
+	// zeroTail: the step's events were allocated by growStartEvents, so
+	// the slots past their length are still zero.
+	zeroTail bool
+}
+
+// rule is the activity's rule reference, in the next slot of the array.
+func (f *timerFacts) rule(a *act) *event.RuleRef {
+	if len(f.rules) == 0 {
+		return a.ruleRef()
+	}
+	ref := a.ruleRefIn(&f.rules[0])
+	if ref != nil {
+		f.rules = f.rules[1:]
+	}
+	return ref
+}
+
+// emitRecovered emits the timer_recovered event of a recorded timer,
+// built in place in the step's events (presized by growStartEvents):
+// 100,000 of them at start-up, each 400-odd bytes, are then not built
+// and copied again.
+func (c *Core) emitRecovered(a *act, t *record.Timer) {
+	n := len(c.out.Events)
+	if c.recoveredFacts.zeroTail && n < cap(c.out.Events) {
+		// Not append(..., event.Event{}): that writes 432 zero bytes
+		// over zero bytes, with a write barrier while the collector runs.
+		c.out.Events = c.out.Events[:n+1]
+	} else {
+		c.out.Events = append(c.out.Events, event.Event{})
+	}
+	ev := &c.out.Events[n]
+	c.fillEv(ev, a, event.TimerRecovered, c.recoveredFacts.rule(a))
+	ev.Attempt = t.Attempt
+	ev.FireAt, ev.DelayMs = c.recoveredFacts.next(t)
+	ev.DelaySource = t.Source
 }
 
 func (f *timerFacts) next(t *record.Timer) (*time.Time, *int64) {
@@ -228,11 +270,7 @@ func (c *Core) initActivity(a *act) {
 			a.phase = phaseDone
 		case record.StatusWaiting:
 			if t := a.rec.Timer; t != nil {
-				ev := c.ev(a, event.TimerRecovered)
-				ev.Attempt = t.Attempt
-				ev.FireAt, ev.DelayMs = c.recoveredFacts.next(t)
-				ev.DelaySource = t.Source
-				c.emit(ev)
+				c.emitRecovered(a, t)
 				c.armTimer(a)
 				return
 			}

@@ -115,3 +115,41 @@ func TestRecoveredTimersOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestRecoveredDueTimersInterleaveNewOnes: the first step fires the
+// recovered timers already due as one sorted run; a timer that firing
+// one of them arms and that is due at once (a zero sleep downstream)
+// still fires in (fire time, activity order) among them, as when every
+// timer is popped from the heap in turn.
+func TestRecoveredDueTimersInterleaveNewOnes(t *testing.T) {
+	// Topological order: s1, s2, z1 (after s1), s3.
+	acts := []*config.Activity{sleepAct("s1"), sleepAct("s2"), sleepAct("z1", "s1"), sleepAct("s3")}
+	w := &world{wf: workflow(acts...), sleeps: map[string]time.Duration{"s1": time.Minute, "s2": time.Minute, "z1": 0, "s3": time.Minute}}
+	sleeping := func(name string, fireAt time.Time) *record.Activity {
+		return &record.Activity{
+			Workflow: "order", Instance: "k1", Name: name, Generation: 1, IdempotencyKey: "wf2-" + name,
+			Status: record.StatusWaiting, Attempts: 1, FirstStart: t0.Add(-time.Hour),
+			Timer: &record.Timer{Kind: record.TimerSleep, FireAt: fireAt, Attempt: 1, Set: fireAt.Add(-time.Minute), Delay: time.Minute},
+		}
+	}
+	loaded := map[string]map[string]*record.Activity{addr: {
+		"s1": sleeping("s1", t0.Add(-20*time.Second)),
+		"s2": sleeping("s2", t0.Add(-10*time.Second)),
+		// Due exactly now, and after z1 in activity order: z1, armed by
+		// s1's end at t0 + 0, comes first.
+		"s3": sleeping("s3", t0),
+	}}
+	c := New(Options{
+		Instances:  []Instance{{Workflow: w.wf, Modes: map[string]Mode{}}},
+		Activities: loaded, StateID: testStateID, Resolve: w.resolve,
+	})
+	r := c.Start(t0)
+	var got []string
+	for _, ev := range eventsOf(r, event.ActivitySucceeded) {
+		got = append(got, ev.Activity)
+	}
+	want := []string{"activity.s1", "activity.s2", "activity.z1", "activity.s3"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("activities succeeded in the order %v, want %v", got, want)
+	}
+}

@@ -72,6 +72,11 @@ func (c *Core) settleState(in *inst) {
 	in.settle, in.settleEv = nil, nil
 	// Only the records no activity or element claims are looked at, in
 	// name order: a state of 100,000 claimed records sorts nothing.
+	if in.claimed == len(in.state) {
+		// Every record has the node of its name (no two nodes share a
+		// name): none to forget, and no need to look each one up.
+		return
+	}
 	var unclaimed []string
 	for name := range in.state {
 		if n := in.byName[name]; n == nil || n.grp != nil {

@@ -3,6 +3,7 @@ package core
 import (
 	"container/heap"
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/wf-engine/wf/executor/event"
@@ -25,22 +26,78 @@ func (c *Core) armTimer(a *act) {
 // timers builds the heap in one linear pass instead of 100,000 pushes.
 // The order they fire in is the same: (fire time, activity order) is a
 // total order, so any valid heap pops them alike.
+//
+// The heap is built sorted (a sorted array is a heap), so that the first
+// fireDue can take the timers already due as one run off its front
+// (fireSortedDue) instead of popping them one by one: after a long stop
+// they are most of them.
 func (c *Core) buildTimers() {
 	if c.bulkTimers {
 		c.bulkTimers = false
-		heap.Init(&c.timers)
+		slices.SortFunc(c.timers, func(x, y timerEntry) int {
+			switch {
+			case x.before(y):
+				return -1
+			case y.before(x):
+				return 1
+			}
+			return 0
+		})
+		for i, e := range c.timers {
+			e.a.heapIdx = i
+		}
+		c.sortedTimers = true
 	}
 }
 
 // fireDue fires every timer due at c.now, earliest first.
 func (c *Core) fireDue() {
+	// Only the first call after buildTimers may take the heap for the
+	// sorted array, even when it fires nothing.
+	sorted := c.sortedTimers
+	c.sortedTimers = false
 	if c.stopped {
 		return
 	}
 	c.tickBreakers()
 	now := fireKeyOf(c.now)
+	if sorted {
+		c.fireSortedDue(now)
+	}
 	for c.timers.Len() > 0 && !now.before(c.timers[0].at) {
 		a := heap.Pop(&c.timers).(*act)
+		c.fire(a)
+	}
+}
+
+// fireSortedDue is the loop of fireDue over a heap that is still the
+// sorted array buildTimers made: the due timers are its front, cut off at
+// once; the rest stays a sorted array, hence a heap. Firing one may arm a
+// timer that is already due (a zero sleep downstream): such a timer, in
+// the heap, fires as soon as it is the earliest, exactly as when every
+// timer is popped in turn, since the front cut off is sorted too.
+func (c *Core) fireSortedDue(now fireKey) {
+	h := c.timers
+	n, _ := slices.BinarySearchFunc(h, now, func(e timerEntry, now fireKey) int {
+		if now.before(e.at) {
+			return 1
+		}
+		return -1 // due: at <= now
+	})
+	due := h[:n:n]
+	c.timers = h[n:]
+	for i, e := range c.timers {
+		e.a.heapIdx = i
+	}
+	for i := 0; i < len(due); {
+		if c.timers.Len() > 0 && !now.before(c.timers[0].at) && c.timers[0].before(due[i]) {
+			c.fire(heap.Pop(&c.timers).(*act))
+			continue
+		}
+		a := due[i].a
+		due[i] = timerEntry{}
+		i++
+		a.heapIdx = -1
 		c.fire(a)
 	}
 }
@@ -121,12 +178,15 @@ func (k fireKey) before(o fireKey) bool {
 	return k.sec < o.sec || k.sec == o.sec && k.nsec < o.nsec
 }
 
-func (h timerHeap) Len() int { return len(h) }
-func (h timerHeap) Less(i, j int) bool {
-	if h[i].at != h[j].at {
-		return h[i].at.before(h[j].at)
+func (h timerHeap) Len() int           { return len(h) }
+func (h timerHeap) Less(i, j int) bool { return h[i].before(h[j]) }
+
+// before orders entries by fire time, then activity order.
+func (e timerEntry) before(o timerEntry) bool {
+	if e.at != o.at {
+		return e.at.before(o.at)
 	}
-	return h[i].order < h[j].order
+	return e.order < o.order
 }
 func (h timerHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]

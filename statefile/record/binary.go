@@ -181,7 +181,8 @@ func (e *binEncoder) fail(err error) {
 }
 
 // decodeActivityBinary decodes the binary form (b[0] is the version).
-func decodeActivityBinary(b []byte, r *Activity) error {
+// Its timer and rule counts come from ab (nil: allocated one by one).
+func decodeActivityBinary(b []byte, r *Activity, ab *ActivityBatch) error {
 	if len(b) == 0 || b[0] != activityBinaryV1 {
 		return errors.New("not a binary activity record")
 	}
@@ -201,7 +202,7 @@ func decodeActivityBinary(b []byte, r *Activity) error {
 		if n > uint64(len(b)-d.i) {
 			d.fail("rule count list longer than the record")
 		} else {
-			r.RuleCounts = make([]int, n)
+			r.RuleCounts = ab.ints(int(n))
 			for i := range r.RuleCounts {
 				r.RuleCounts[i] = d.intN()
 			}
@@ -211,7 +212,7 @@ func decodeActivityBinary(b []byte, r *Activity) error {
 	r.FirstStart = d.time()
 	r.LastDelay = time.Duration(d.int())
 	if d.flag() {
-		t := &Timer{}
+		t := ab.timer()
 		t.Kind = TimerKind(d.str())
 		t.FireAt = d.time()
 		t.Attempt = d.intN()
@@ -222,9 +223,11 @@ func decodeActivityBinary(b []byte, r *Activity) error {
 	}
 	if out := d.bytes(); len(out) > 0 {
 		// Only what json.Marshal writes: valid, compact JSON.
-		if c, err := appendCompactJSON(nil, out); err != nil || string(c) != string(out) {
+		c, err := appendCompactJSON(ab.scratchBuf(), out)
+		if err != nil || string(c) != string(out) {
 			d.fail("outputs are not compact JSON")
 		}
+		ab.keepScratch(c)
 		r.Outputs = append([]byte(nil), out...)
 	}
 	if d.flag() {

@@ -1,11 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -47,14 +47,15 @@ func runBinaryCPU(b *testing.B, dir string, args ...string) (time.Duration, int6
 	cmd := exec.Command(durBinary(b), args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "NO_COLOR=1")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
-	out, err := cmd.CombinedOutput()
+	rss, err := runWatched(cmd)
 	took := time.Since(start)
 	if err != nil {
-		b.Fatalf("wf %v: %v\n%.2000s", args, err, out)
+		b.Fatalf("wf %v: %v\n%.2000s", args, err, out.Bytes())
 	}
-	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	return took, ru.Maxrss * 1024, cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	return took, rss, cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 }
 
 func fanOutDir(b *testing.B) string {

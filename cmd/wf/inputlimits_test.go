@@ -124,13 +124,12 @@ func TestHostileConfigurations(t *testing.T) {
 				cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
 				var stdout, stderr strings.Builder
 				cmd.Stdout, cmd.Stderr = &stdout, &stderr
-				err := cmd.Run()
+				rss, err := runWatched(cmd)
 				if ctx.Err() != nil {
 					t.Fatalf("wf %s still running after 60 s", sub)
 				}
 				ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 				cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-				rss := int64(ru.Maxrss) << 10 // KiB on Linux
 				t.Logf("%d bytes: exit %d, %v CPU, %d MiB peak RSS", len(h.src), cmd.ProcessState.ExitCode(), cpu.Round(time.Millisecond), rss>>20)
 				if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
 					t.Errorf("exit: %v, want 1\n%.2000s", err, stderr.String())

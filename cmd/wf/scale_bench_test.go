@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -252,18 +253,22 @@ func runScale(b *testing.B, dir string, args ...string) figures {
 	cmd := exec.Command(durBinary(b), args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "NO_COLOR=1")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
-	out, err := cmd.CombinedOutput()
+	rss, err := runWatched(cmd)
 	wall := time.Since(start)
-	if err != nil && cmd.ProcessState.ExitCode() != 2 {
-		b.Fatalf("wf %v: %v\n%.2000s", args, err, out)
+	if err != nil && (cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 2) {
+		b.Fatalf("wf %v: %v\n%.2000s", args, err, out.Bytes())
 	}
-	return childFigures(cmd, wall)
+	return childFigures(cmd, wall, rss)
 }
 
-func childFigures(cmd *exec.Cmd, wall time.Duration) figures {
-	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	return figures{wall: wall, cpu: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), rss: ru.Maxrss * 1024}
+// childFigures are the figures of a finished child; rss is its peak
+// resident set as runWatched or watchRSS read it (not its rusage's: see
+// rssWatch).
+func childFigures(cmd *exec.Cmd, wall time.Duration, rss int64) figures {
+	return figures{wall: wall, cpu: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), rss: rss}
 }
 
 // report reports the figures of one run per iteration (the benchmarks run
@@ -466,10 +471,13 @@ func BenchmarkScaleRecover(b *testing.B) {
 					b.Fatal(err)
 				}
 				srv.pid.Store(int64(re.Process.Pid))
-				if err := re.Wait(); err != nil {
+				watch := watchRSS(re.Process.Pid)
+				err := re.Wait()
+				rss := watch.stop()
+				if err != nil {
 					b.Fatalf("restarted apply: %v\n%.2000s", err, out.String())
 				}
-				f := childFigures(re, time.Since(start))
+				f := childFigures(re, time.Since(start), rss)
 				if srv.first.Load() == 0 {
 					b.Fatal("the restarted apply retried nothing")
 				}

@@ -42,6 +42,8 @@ func TestLayering(t *testing.T) {
 	}{
 		{pkg: "retry", ownAllowed: []string{module + "/retry"}},
 		{pkg: "config", forbidden: []string{badger, tea, tui, state, module + "/executor", module + "/planner"}},
+		// Synthetic configurations for scale tests: text, nothing of wf.
+		{pkg: "config/configtest", ownAllowed: []string{module + "/config/configtest"}},
 		{pkg: "planner", forbidden: []string{badger, tea, tui, module + "/executor"}},
 		{pkg: "statefile/record", forbidden: []string{badger, tea, tui}},
 		{pkg: "executor/event", forbidden: []string{badger, tea, tui, state, module + "/config", prom}},

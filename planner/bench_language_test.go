@@ -3,13 +3,13 @@ package planner
 import (
 	"fmt"
 	"io"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/wf-engine/wf/config"
+	"github.com/wf-engine/wf/config/configtest"
 	"github.com/wf-engine/wf/statefile/record"
 )
 
@@ -89,33 +89,10 @@ func BenchmarkPlanFanOut10kUnchanged(b *testing.B) {
 	}
 }
 
-// blocks10k is the scale benchmark's "blocks" shape (cmd/wf): 10,000
-// separate activity blocks in a binary tree of dependencies, half through
-// a data reference and half through depends_on, each with a named policy.
-func blocks10k() []byte {
-	var b strings.Builder
-	b.WriteString("retry_policy \"std\" {\n  initial_interval = \"1s\"\n  maximum_attempts = 3\n}\n\nworkflow \"big\" {\n")
-	for i := range 10000 {
-		fmt.Fprintf(&b, "  activity \"a%06d\" {\n", i)
-		parent := (i - 1) / 2
-		switch {
-		case i > 0 && i%2 == 1:
-			fmt.Fprintf(&b, "    exec { command = [\"true\", \"%d\", tostring(activity.a%06d.exit_code)] }\n", i, parent)
-		case i > 0:
-			fmt.Fprintf(&b, "    exec { command = [\"true\", \"%d\"] }\n    depends_on = [activity.a%06d]\n", i, parent)
-		default:
-			fmt.Fprintf(&b, "    exec { command = [\"true\", \"%d\"] }\n", i)
-		}
-		b.WriteString("    retry = retry_policy.std\n  }\n")
-	}
-	b.WriteString("}\n")
-	return []byte(b.String())
-}
-
 // BenchmarkPlanBlocks10k: loading, planning and rendering 10,000 activity
 // blocks against empty state, what `wf plan` does in process.
 func BenchmarkPlanBlocks10k(b *testing.B) {
-	src := blocks10k()
+	src := []byte(configtest.Blocks(10000))
 	b.ReportAllocs()
 	for b.Loop() {
 		cfg, diags := config.LoadFiles("cfg", map[string][]byte{"main.wf.hcl": src}, config.LoadOptions{})

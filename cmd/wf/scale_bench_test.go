@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/wf-engine/wf/config/configtest"
 )
 
 // The scale benchmarks run wf on one workflow of N activities, in two
@@ -52,23 +54,7 @@ func scaleShape(tb testing.TB, dir, shape string, n int) {
 // scaleWorkflow writes a workflow of n activity blocks to dir/main.wf.hcl.
 func scaleWorkflow(tb testing.TB, dir string, n int) {
 	tb.Helper()
-	var b strings.Builder
-	b.WriteString("retry_policy \"std\" {\n  initial_interval = \"1s\"\n  maximum_attempts = 3\n}\n\nworkflow \"big\" {\n")
-	for i := range n {
-		fmt.Fprintf(&b, "  activity \"a%06d\" {\n", i)
-		parent := (i - 1) / 2
-		switch {
-		case i > 0 && i%2 == 1:
-			fmt.Fprintf(&b, "    exec { command = [\"true\", \"%d\", tostring(activity.a%06d.exit_code)] }\n", i, parent)
-		case i > 0:
-			fmt.Fprintf(&b, "    exec { command = [\"true\", \"%d\"] }\n    depends_on = [activity.a%06d]\n", i, parent)
-		default:
-			fmt.Fprintf(&b, "    exec { command = [\"true\", \"%d\"] }\n", i)
-		}
-		b.WriteString("    retry = retry_policy.std\n  }\n")
-	}
-	b.WriteString("}\n")
-	writeScaleFile(tb, filepath.Join(dir, "main.wf.hcl"), b.String())
+	writeScaleFile(tb, filepath.Join(dir, "main.wf.hcl"), configtest.Blocks(n))
 }
 
 const scaleFanOutConfig = `variable "keys" {

@@ -137,16 +137,26 @@ func (cmd *ApplyCommand) applyDir(ctx context.Context, dir string) error {
 	return cmd.execute(ctx, cfg, store, plan)
 }
 
+// readSaved reads the plan saved at path, for either engine: the flags
+// that shape a plan were fixed when it was saved, so none may be given.
+func (cmd *ApplyCommand) readSaved(path string) (*planner.Plan, planner.LoadInputs, error) {
+	if len(cmd.flags.vars) > 0 || len(cmd.flags.varFiles) > 0 || len(cmd.replace) > 0 || cmd.flags.workflow != "" {
+		return nil, planner.LoadInputs{}, errors.New("-var, -var-file, -replace and -workflow cannot be used with a saved plan: they were fixed when it was saved")
+	}
+	saved, inputs, err := planner.ReadFile(path)
+	if err != nil {
+		return nil, planner.LoadInputs{}, fmt.Errorf("read saved plan: %w", err)
+	}
+	return saved, inputs, nil
+}
+
 // applySaved runs a plan saved by wf plan -out, after checking that the
 // configuration and the state still produce the same plan.
 func (cmd *ApplyCommand) applySaved(ctx context.Context, path string) error {
 	c := cmd.cli
-	if len(cmd.flags.vars) > 0 || len(cmd.flags.varFiles) > 0 || len(cmd.replace) > 0 || cmd.flags.workflow != "" {
-		return errors.New("-var, -var-file, -replace and -workflow cannot be used with a saved plan: they were fixed when it was saved")
-	}
-	saved, inputs, err := planner.ReadFile(path)
+	saved, inputs, err := cmd.readSaved(path)
 	if err != nil {
-		return fmt.Errorf("read saved plan: %w", err)
+		return err
 	}
 	if inputs.Engine != "" {
 		return fmt.Errorf("%s is a plan for the %s engine: run wf apply -engine %s %s", path, inputs.Engine, inputs.Engine, path)

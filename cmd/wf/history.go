@@ -262,17 +262,25 @@ func writeAttemptDetail(w io.Writer, a *record.Attempt) {
 		fmt.Fprintf(w, " (generation %d)", a.Generation)
 	}
 	fmt.Fprintln(w)
-	if e := a.Error; e != nil {
-		flag := ""
-		if e.NonRetryable {
-			flag = " (non_retryable)"
-		}
-		fmt.Fprintf(w, "    error: %s%s\n", e.Type, flag)
-		if e.Message != "" {
-			writeBlock(w, "      ", e.Message)
-		}
-	}
+	writeErrorBlock(w, "    ", "error", a.Error)
 	writeOutput(w, "    ", a.Output)
+}
+
+// writeErrorBlock prints a recorded error as "LABEL: TYPE", flagged when
+// it is non_retryable, with its whole message wrapped below, one level
+// deeper. A nil error prints nothing.
+func writeErrorBlock(w io.Writer, indent, label string, e *record.Error) {
+	if e == nil {
+		return
+	}
+	flag := ""
+	if e.NonRetryable {
+		flag = " (non_retryable)"
+	}
+	fmt.Fprintf(w, "%s%s: %s%s\n", indent, label, e.Type, flag)
+	if e.Message != "" {
+		writeBlock(w, indent+"  ", e.Message)
+	}
 }
 
 // writeOutput prints the captured streams of an attempt, each under its

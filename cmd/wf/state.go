@@ -64,18 +64,28 @@ func (cmd *StateCommand) Run(ctx context.Context, args []string) error {
 	return sub.Run(ctx, args[1:])
 }
 
+// existingStateDir is the state directory of the configuration in dir,
+// which must exist: errNoState when it does not.
+func (c *CLI) existingStateDir(flags *commonFlags, dir string) (string, error) {
+	stateDir, err := c.stateDirOf(flags, dir)
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.Lstat(stateDir); errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("%w in %s: wf apply creates it", errNoState, stateDir)
+	} else if err != nil {
+		return "", fmt.Errorf("open state: %w", err)
+	}
+	return stateDir, nil
+}
+
 // openState opens the existing state of the configuration in dir. It never
 // creates a state directory: reading commands have nothing to read there,
 // and a reader (readOnly) changes nothing in it.
 func (c *CLI) openState(flags *commonFlags, dir, command string, readOnly bool) (*statefile.Store, error) {
-	stateDir, err := c.stateDirOf(flags, dir)
+	stateDir, err := c.existingStateDir(flags, dir)
 	if err != nil {
 		return nil, err
-	}
-	if _, err := os.Lstat(stateDir); errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%w in %s: wf apply creates it", errNoState, stateDir)
-	} else if err != nil {
-		return nil, fmt.Errorf("open state: %w", err)
 	}
 	store, err := statefile.Open(stateDir, statefile.Options{Command: command, ReadOnly: readOnly, LockTimeout: flags.lockTimeout})
 	if err != nil {
@@ -88,14 +98,9 @@ func (c *CLI) openState(flags *commonFlags, dir, command string, readOnly bool) 
 // reading (openReader): from the store, or from the apply that holds it.
 // Like openState it creates nothing, and a missing state is errNoState.
 func (c *CLI) openStateReader(ctx context.Context, flags *commonFlags, dir, command string) (stateReader, error) {
-	stateDir, err := c.stateDirOf(flags, dir)
+	stateDir, err := c.existingStateDir(flags, dir)
 	if err != nil {
 		return nil, err
-	}
-	if _, err := os.Lstat(stateDir); errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%w in %s: wf apply creates it", errNoState, stateDir)
-	} else if err != nil {
-		return nil, fmt.Errorf("open state: %w", err)
 	}
 	return c.openReader(ctx, stateDir, command, flags.lockTimeout)
 }
@@ -360,16 +365,7 @@ func writeFull(w io.Writer, a *record.Activity, last *record.Attempt) {
 			fmt.Fprintf(w, "    %s\n", line)
 		}
 	}
-	if e := a.LastError; e != nil {
-		flag := ""
-		if e.NonRetryable {
-			flag = " (non_retryable)"
-		}
-		fmt.Fprintf(w, "  last error: %s%s\n", e.Type, flag)
-		if e.Message != "" {
-			writeBlock(w, "    ", e.Message)
-		}
-	}
+	writeErrorBlock(w, "  ", "last error", a.LastError)
 	if last != nil && last.Output != nil {
 		fmt.Fprintf(w, "  attempt %d printed:\n", last.Number)
 		writeOutput(w, "    ", last.Output)

@@ -78,12 +78,9 @@ func (cmd *ApplyCommand) applyTemporal(ctx context.Context, dir string) error {
 // instance that runs now (started since) makes the plan stale too.
 func (cmd *ApplyCommand) applyTemporalSaved(ctx context.Context, path string) error {
 	c := cmd.cli
-	if len(cmd.flags.vars) > 0 || len(cmd.flags.varFiles) > 0 || len(cmd.replace) > 0 || cmd.flags.workflow != "" {
-		return errors.New("-var, -var-file, -replace and -workflow cannot be used with a saved plan: they were fixed when it was saved")
-	}
-	saved, inputs, err := planner.ReadFile(path)
+	saved, inputs, err := cmd.readSaved(path)
 	if err != nil {
-		return fmt.Errorf("read saved plan: %w", err)
+		return err
 	}
 	if inputs.Engine != engineTemporal {
 		return fmt.Errorf("%s is a plan for the local engine: run wf apply %s without -engine temporal", path, path)

@@ -2,13 +2,11 @@ package temporal
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -164,18 +162,9 @@ func answer(r BreakerReply) core.BreakerAnswer {
 // did, or it ended idle: the breaker is closed with an empty window).
 func (c *Client) Breaker(ctx context.Context, name string) (*BreakerView, error) {
 	id := BreakerWorkflowID(name)
-	d, err := c.SDK.DescribeWorkflowExecution(ctx, id, "")
-	var nf *serviceerror.NotFound
-	if errors.As(err, &nf) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("describe %s on Temporal at %s: %s", id, c.address, shortError(err))
-	}
-	info := d.GetWorkflowExecutionInfo()
-	run := &Run{WorkflowID: id, RunID: info.GetExecution().GetRunId(), Status: info.GetStatus(), TaskQueue: info.GetTaskQueue()}
-	if !run.Running() {
-		return nil, nil
+	run, err := c.describe(ctx, id)
+	if err != nil || run == nil || !run.Running() {
+		return nil, err
 	}
 	qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

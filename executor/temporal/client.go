@@ -164,7 +164,12 @@ func (r *Run) StatusName() string {
 // Describe returns the latest run of an instance, nil when Temporal has
 // none.
 func (c *Client) Describe(ctx context.Context, workflow, key string) (*Run, error) {
-	id := WorkflowID(workflow, key)
+	return c.describe(ctx, WorkflowID(workflow, key))
+}
+
+// describe returns the latest run of the workflow id, nil when Temporal
+// has none.
+func (c *Client) describe(ctx context.Context, id string) (*Run, error) {
 	d, err := c.SDK.DescribeWorkflowExecution(ctx, id, "")
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {

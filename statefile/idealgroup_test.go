@@ -48,7 +48,7 @@ func (g *idealGroup) run(b *testing.B, dir string, writers, perWriter int) {
 		queued   = sync.NewCond(&mu) // the syncer waits here for the crowd
 		synced   = sync.NewCond(&mu) // writers wait here for their sync
 		buf      []byte
-		waiting  int    // writers whose record is in buf
+		waiting  int // writers whose record is in buf
 		active   = writers
 		gen      = uint64(1) // the sync that will carry buf
 		durable  uint64      // the last sync done

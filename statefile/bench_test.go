@@ -29,7 +29,9 @@ func benchAttempt(n int) *record.Attempt {
 // Commit, the executor's worst case; group commit merges them. Each
 // iteration also runs the physical limit (rawFdatasync: 100 records' bytes
 // per fdatasync, in the same directory) so that the ratio compares runs
-// taken under the same load.
+// taken under the same load, and an ideal group commit of the same 64
+// writers with no store work (idealgroup_test.go): what any group commit
+// of this shape can reach on this disk and these cores.
 func BenchmarkCommitGroup(b *testing.B) {
 	const workers, perWorker = 64, 32
 	dir := b.TempDir()
@@ -39,6 +41,7 @@ func BenchmarkCommitGroup(b *testing.B) {
 	b0, r0 := s.batches.Load(), s.batchedReqs.Load()
 	var elapsed, cpu time.Duration
 	var raw rawRate
+	var ideal idealGroup
 	b.ResetTimer()
 	for range b.N {
 		start := time.Now()
@@ -59,11 +62,16 @@ func BenchmarkCommitGroup(b *testing.B) {
 		elapsed += time.Since(start)
 		cpu += cpuTime() - c0
 		raw.run(b, dir, 20)
+		ideal.run(b, dir, workers, perWorker)
 	}
 	rate := float64(seq.Load()) / elapsed.Seconds()
 	b.ReportMetric(rate, "records/s")
 	b.ReportMetric(raw.rate(), "raw_records/s")
 	b.ReportMetric(rate/raw.rate(), "ratio")
+	b.ReportMetric(ideal.rate(), "ideal_records/s")
+	b.ReportMetric(ideal.rate()/raw.rate(), "ideal_ratio")
+	b.ReportMetric(rate/ideal.rate(), "of_ideal")
+	b.ReportMetric(float64(ideal.records)/float64(ideal.batches), "ideal_records/batch")
 	b.ReportMetric(float64(s.batchedReqs.Load()-r0)/float64(s.batches.Load()-b0), "commits/batch")
 	b.ReportMetric(float64(cpu.Nanoseconds())/1000/float64(seq.Load()), "cpu_µs/record")
 	reportSplit(b, s)

@@ -135,8 +135,18 @@ func (l *loader) loadWorkflow(name string, b *hcl.Block) *Workflow {
 		kinds[an], forEach[an] = kindAndForEach(ab)
 		blocks = append(blocks, ab)
 	}
+	// Each activity's syntax is let go once it is loaded: an Activity
+	// keeps only the expressions it evaluates later, but the workflow's
+	// body, and the content read from it, would hold every activity's
+	// whole tree (about 3.5 KB of blocks, bodies and maps each) until the
+	// last one is loaded. Nothing reads the body after its content.
+	content.Blocks = nil
+	if body, ok := b.Body.(*hclsyntax.Body); ok {
+		body.Blocks = nil
+	}
 	w.index = make(map[string]*Activity, len(blocks))
-	for _, ab := range blocks {
+	for i, ab := range blocks {
+		blocks[i] = nil
 		if a := l.loadActivity(w, ab, names, kinds, forEach); a != nil {
 			w.Activities = append(w.Activities, a)
 			w.index[a.Name] = a

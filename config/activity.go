@@ -109,7 +109,7 @@ func (l *loader) loadWorkflow(name string, b *hcl.Block) *Workflow {
 	for _, ab := range content.Blocks {
 		switch ab.Type {
 		case "output":
-			if !hclsyntax.ValidIdentifier(ab.Labels[0]) {
+			if !validIdentifier(ab.Labels[0]) {
 				l.errorf(ab.LabelRanges[0].Ptr(), "Invalid name",
 					"%q is not a valid output name: a name must start with a letter or underscore and contain only letters, digits, underscores and dashes.", ab.Labels[0])
 				continue
@@ -121,7 +121,7 @@ func (l *loader) loadWorkflow(name string, b *hcl.Block) *Workflow {
 			continue
 		}
 		an := ab.Labels[0]
-		if !hclsyntax.ValidIdentifier(an) {
+		if !validIdentifier(an) {
 			l.errorf(ab.LabelRanges[0].Ptr(), "Invalid name",
 				"%q is not a valid activity name: a name must start with a letter or underscore and contain only letters, digits, underscores and dashes.", an)
 			continue

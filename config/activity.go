@@ -208,7 +208,7 @@ func (l *loader) loadActivity(w *Workflow, b *hcl.Block, names map[string]bool, 
 		DeclRange:   b.DefRange,
 		TriggerRule: TriggerAllSucceeded,
 	}
-	content, d := b.Body.Content(activitySchema)
+	content, d := bodyContent(b.Body, activitySchema)
 	l.addDiags(d)
 	if content == nil {
 		return nil
@@ -243,7 +243,7 @@ func (l *loader) loadActivity(w *Workflow, b *hcl.Block, names map[string]bool, 
 	if len(kindBlocks) == 1 {
 		kb := kindBlocks[0]
 		a.Kind = Kind(kb.Type)
-		kc, d := kb.Body.Content(kindSchemas[a.Kind])
+		kc, d := bodyContent(kb.Body, kindSchemas[a.Kind])
 		l.addDiags(d)
 		if kc != nil {
 			kindScope := refScope

@@ -75,7 +75,12 @@ func (p *chunkParser) pos(offset int) hcl.Pos {
 // parse parses src[lo:hi], whole items that start a line, blanking and
 // then filling in the bodies of the blocks larger than chunk.
 func (p *chunkParser) parse(lo, hi int) (*hcl.File, bool) {
-	items := itemStarts(p.src, lo, hi)
+	var items []int
+	if hi-lo > p.chunk {
+		// A piece no larger than chunk has no item larger than chunk:
+		// fill's runs need no second scan.
+		items = itemStarts(p.src, lo, hi)
+	}
 	var big []bigBlock
 	for i, s := range items {
 		e := hi

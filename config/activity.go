@@ -280,7 +280,7 @@ func (l *loader) loadActivity(w *Workflow, b *hcl.Block, names map[string]bool, 
 					funcs:    l.runFuncs,
 					dir:      l.absDir,
 					workflow: w,
-					calls:    calledFunctions(attrExprs(kc.Attributes)...),
+					calls:    l.internCalls(calledFunctions(attrExprs(kc.Attributes)...)),
 					secrets:  l.secrets(),
 					each:     forEach[name],
 				}
@@ -387,7 +387,11 @@ func (l *loader) loadRules(a *Activity, attr *hcl.Attribute, blocks []*hcl.Block
 		if !ok {
 			return
 		}
-		a.Rules = append(a.Rules, l.policies[name].rule)
+		p := l.policies[name]
+		if p.rules == nil {
+			p.rules = []retry.Rule{p.rule}
+		}
+		a.Rules = p.rules[:1:1] // an append makes its own
 		a.RuleRanges = append(a.RuleRanges, attr.Range)
 		return
 	}

@@ -154,6 +154,8 @@ type loader struct {
 	// breakers and parentAttrs: see gates.go.
 	breakers    map[string]*Breaker
 	parentAttrs map[string]*hcl.Attribute
+	// callSets: see internCalls.
+	callSets map[string]map[string]bool
 }
 
 var fileSchema = &hcl.BodySchema{

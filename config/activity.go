@@ -102,11 +102,11 @@ func (l *loader) loadWorkflow(name string, b *hcl.Block) *Workflow {
 	// Names (and kinds) first: an activity may refer to one declared after
 	// it.
 	// Sized for every block at once: grown one activity at a time, the
-	// four maps of 10,000 activities allocated twice what they hold.
+	// maps of 10,000 activities allocated twice what they hold.
 	n := len(content.Blocks)
 	names := make(map[string]bool, n)
 	kinds := make(map[string]Kind, n)
-	forEach := make(map[string]bool, n)
+	forEach := map[string]bool{}
 	first := make(map[string]hcl.Range, n)
 	var blocks, outputs, moved []*hcl.Block
 	for _, ab := range content.Blocks {
@@ -135,7 +135,14 @@ func (l *loader) loadWorkflow(name string, b *hcl.Block) *Workflow {
 		}
 		first[an] = ab.DefRange
 		names[an] = true
-		kinds[an], forEach[an] = kindAndForEach(ab)
+		kind, each := kindAndForEach(ab)
+		kinds[an] = kind
+		if each {
+			// Only those with for_each: a lookup of any other is
+			// false, and a workflow with none (len 0) skips the
+			// checks of references to elements (elementOutputRefs).
+			forEach[an] = true
+		}
 		blocks = append(blocks, ab)
 	}
 	// Each activity's syntax is let go once it is loaded: an Activity

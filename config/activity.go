@@ -157,6 +157,7 @@ func (l *loader) loadWorkflow(name string, b *hcl.Block) *Workflow {
 	w.index = make(map[string]*Activity, len(blocks))
 	for i, ab := range blocks {
 		blocks[i] = nil
+		guardActivity(ab)
 		if a := l.loadActivity(w, ab, names, kinds, forEach); a != nil {
 			w.Activities = append(w.Activities, a)
 			w.index[a.Name] = a

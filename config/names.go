@@ -1,6 +1,11 @@
 package config
 
-import "github.com/hashicorp/hcl/v2/hclsyntax"
+import (
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+)
 
 // validIdentifier is hclsyntax.ValidIdentifier with a shortcut for the
 // names nearly every configuration uses: an ASCII letter, then ASCII
@@ -22,4 +27,25 @@ func validIdentifier(s string) bool {
 		}
 	}
 	return true
+}
+
+// internCalls returns the set of called functions equal to calls that
+// the loader returned first, so that activities calling the same
+// functions share one read-only map instead of keeping a map each (10,000
+// activities kept 10,000 maps of one or no name).
+func (l *loader) internCalls(calls map[string]bool) map[string]bool {
+	names := make([]string, 0, len(calls))
+	for name := range calls {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	key := strings.Join(names, ",") // a function's name has no comma
+	if seen, ok := l.callSets[key]; ok {
+		return seen
+	}
+	if l.callSets == nil {
+		l.callSets = map[string]map[string]bool{}
+	}
+	l.callSets[key] = calls
+	return calls
 }

@@ -101,15 +101,18 @@ func (l *loader) loadWorkflow(name string, b *hcl.Block) *Workflow {
 
 	// Names (and kinds) first: an activity may refer to one declared after
 	// it.
-	names := map[string]bool{}
-	kinds := map[string]Kind{}
+	// Sized for every block at once: grown one activity at a time, the
+	// maps of 10,000 activities allocated twice what they hold.
+	n := len(content.Blocks)
+	names := make(map[string]bool, n)
+	kinds := make(map[string]Kind, n)
 	forEach := map[string]bool{}
-	first := map[string]hcl.Range{}
+	first := make(map[string]hcl.Range, n)
 	var blocks, outputs, moved []*hcl.Block
 	for _, ab := range content.Blocks {
 		switch ab.Type {
 		case "output":
-			if !hclsyntax.ValidIdentifier(ab.Labels[0]) {
+			if !validIdentifier(ab.Labels[0]) {
 				l.errorf(ab.LabelRanges[0].Ptr(), "Invalid name",
 					"%q is not a valid output name: a name must start with a letter or underscore and contain only letters, digits, underscores and dashes.", ab.Labels[0])
 				continue
@@ -121,7 +124,7 @@ func (l *loader) loadWorkflow(name string, b *hcl.Block) *Workflow {
 			continue
 		}
 		an := ab.Labels[0]
-		if !hclsyntax.ValidIdentifier(an) {
+		if !validIdentifier(an) {
 			l.errorf(ab.LabelRanges[0].Ptr(), "Invalid name",
 				"%q is not a valid activity name: a name must start with a letter or underscore and contain only letters, digits, underscores and dashes.", an)
 			continue
@@ -132,11 +135,29 @@ func (l *loader) loadWorkflow(name string, b *hcl.Block) *Workflow {
 		}
 		first[an] = ab.DefRange
 		names[an] = true
-		kinds[an], forEach[an] = kindAndForEach(ab)
+		kind, each := kindAndForEach(ab)
+		kinds[an] = kind
+		if each {
+			// Only those with for_each: a lookup of any other is
+			// false, and a workflow with none (len 0) skips the
+			// checks of references to elements (elementOutputRefs).
+			forEach[an] = true
+		}
 		blocks = append(blocks, ab)
 	}
+	// Each activity's syntax is let go once it is loaded: an Activity
+	// keeps only the expressions it evaluates later, but the workflow's
+	// body, and the content read from it, would hold every activity's
+	// whole tree (about 3.5 KB of blocks, bodies and maps each) until the
+	// last one is loaded. Nothing reads the body after its content.
+	content.Blocks = nil
+	if body, ok := b.Body.(*hclsyntax.Body); ok {
+		body.Blocks = nil
+	}
 	w.index = make(map[string]*Activity, len(blocks))
-	for _, ab := range blocks {
+	for i, ab := range blocks {
+		blocks[i] = nil
+		guardActivity(ab)
 		if a := l.loadActivity(w, ab, names, kinds, forEach); a != nil {
 			w.Activities = append(w.Activities, a)
 			w.index[a.Name] = a
@@ -198,7 +219,7 @@ func (l *loader) loadActivity(w *Workflow, b *hcl.Block, names map[string]bool, 
 		DeclRange:   b.DefRange,
 		TriggerRule: TriggerAllSucceeded,
 	}
-	content, d := b.Body.Content(activitySchema)
+	content, d := bodyContent(b.Body, activitySchema)
 	l.addDiags(d)
 	if content == nil {
 		return nil
@@ -233,7 +254,7 @@ func (l *loader) loadActivity(w *Workflow, b *hcl.Block, names map[string]bool, 
 	if len(kindBlocks) == 1 {
 		kb := kindBlocks[0]
 		a.Kind = Kind(kb.Type)
-		kc, d := kb.Body.Content(kindSchemas[a.Kind])
+		kc, d := bodyContent(kb.Body, kindSchemas[a.Kind])
 		l.addDiags(d)
 		if kc != nil {
 			kindScope := refScope
@@ -267,7 +288,7 @@ func (l *loader) loadActivity(w *Workflow, b *hcl.Block, names map[string]bool, 
 					funcs:    l.runFuncs,
 					dir:      l.absDir,
 					workflow: w,
-					calls:    calledFunctions(attrExprs(kc.Attributes)...),
+					calls:    l.internCalls(calledFunctions(attrExprs(kc.Attributes)...)),
 					secrets:  l.secrets(),
 					each:     forEach[name],
 				}
@@ -374,7 +395,11 @@ func (l *loader) loadRules(a *Activity, attr *hcl.Attribute, blocks []*hcl.Block
 		if !ok {
 			return
 		}
-		a.Rules = append(a.Rules, l.policies[name].rule)
+		p := l.policies[name]
+		if p.rules == nil {
+			p.rules = []retry.Rule{p.rule}
+		}
+		a.Rules = p.rules[:1:1] // an append makes its own
 		a.RuleRanges = append(a.RuleRanges, attr.Range)
 		return
 	}

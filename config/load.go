@@ -154,6 +154,8 @@ type loader struct {
 	// breakers and parentAttrs: see gates.go.
 	breakers    map[string]*Breaker
 	parentAttrs map[string]*hcl.Attribute
+	// callSets: see internCalls.
+	callSets map[string]map[string]bool
 }
 
 var fileSchema = &hcl.BodySchema{
@@ -216,7 +218,7 @@ func (l *loader) load() *Config {
 
 	byType := map[string][]*hcl.Block{}
 	for _, b := range blocks {
-		if len(b.Labels) > 0 && !hclsyntax.ValidIdentifier(b.Labels[0]) {
+		if len(b.Labels) > 0 && !validIdentifier(b.Labels[0]) {
 			l.errorf(b.LabelRanges[0].Ptr(), "Invalid name",
 				"%q is not a valid %s name: a name must start with a letter or underscore and contain only letters, digits, underscores and dashes.",
 				b.Labels[0], b.Type)

@@ -72,7 +72,11 @@ func planInstance(wf *config.Workflow, st StateReader, now time.Time, replace re
 		claimed: map[string]bool{}, vals: map[string]cty.Value{},
 	}
 	diags = append(diags, p.applyMoves(records)...)
-	ip := &InstancePlan{Workflow: wf.Name, Key: wf.Key, StateHash: stateHash}
+	// One plan per activity at least (more with for_each elements): an
+	// ActivityPlan is a few hundred bytes, and a slice grown from nothing
+	// to 10,000 of them was copied a dozen times.
+	ip := &InstancePlan{Workflow: wf.Name, Key: wf.Key, StateHash: stateHash,
+		Activities: make([]ActivityPlan, 0, len(wf.Activities))}
 	for _, name := range g.Order() {
 		a := wf.Activity(name)
 		if a.ForEach == nil {
@@ -86,6 +90,9 @@ func planInstance(wf *config.Workflow, st StateReader, now time.Time, replace re
 		ip.Activities = append(ip.Activities, aps...)
 	}
 	ip.Activities = append(ip.Activities, p.removed()...)
+	if len(ip.Activities) == 0 {
+		ip.Activities = nil // as before the capacity: JSON says null
+	}
 	diags = append(diags, p.unmatchedReplace()...)
 	return ip, diags
 }

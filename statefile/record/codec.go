@@ -140,24 +140,6 @@ type ActivityBatch struct {
 	recs   []Activity
 	timers []Timer
 	counts []int
-	// scratch is where outputs are compacted to be compared with
-	// themselves, reused from record to record.
-	scratch []byte
-}
-
-func (ab *ActivityBatch) scratchBuf() []byte {
-	if ab == nil {
-		return nil
-	}
-	return ab.scratch[:0]
-}
-
-// keepScratch keeps b for the next record, unless it is large: one big
-// output must not pin its size for the whole batch.
-func (ab *ActivityBatch) keepScratch(b []byte) {
-	if ab != nil && cap(b) <= 64<<10 {
-		ab.scratch = b[:0]
-	}
 }
 
 // batchBlock is how many records (and timers) one block holds.

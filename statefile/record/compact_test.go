@@ -126,3 +126,27 @@ func BenchmarkIsMarshaledRaw(b *testing.B) {
 		}
 	})
 }
+
+// TestDecodeRefusesOutputsMarshalWouldNotWrite: a stored activity whose
+// outputs json.Marshal could not have written (not valid, not compact,
+// unescaped) is damage.
+func TestDecodeRefusesOutputsMarshalWouldNotWrite(t *testing.T) {
+	const stored = `{"a":[1,2]}`
+	good, err := Encode(&Activity{Workflow: "w", Instance: "k", Name: "n", Status: StatusPending, Outputs: json.RawMessage(stored)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := DecodeActivity(good); err != nil {
+		t.Fatalf("the record as written: %v", err)
+	}
+	for _, bad := range []string{`{"a":[12 ]}`, `{"a":"1<2"}`, `{"a":[1,2}}`, "{\"a\":\"\u2028\"}"[:len(stored)], ` {"a":[12]}`} {
+		if len(bad) != len(stored) {
+			t.Fatalf("%q: not the length of %q", bad, stored)
+		}
+		b := bytes.Replace(good, []byte(stored), []byte(bad), 1)
+		_, err := DecodeActivity(b)
+		if err == nil || !strings.Contains(err.Error(), "outputs are not compact JSON") {
+			t.Errorf("outputs %q: %v, want outputs are not compact JSON", bad, err)
+		}
+	}
+}

@@ -181,13 +181,20 @@ func (e *binEncoder) fail(err error) {
 }
 
 // decodeActivityBinary decodes the binary form (b[0] is the version).
-// Its timer and rule counts come from ab (nil: allocated one by one).
-func decodeActivityBinary(b []byte, r *Activity, ab *ActivityBatch) error {
+// Its timer, last error, rule counts and outputs come from ab (nil:
+// allocated one by one). shared is b as a string, or "": the record's
+// strings are then substrings of string(b), if b is small enough.
+func decodeActivityBinary(b []byte, shared string, r *Activity, ab *ActivityBatch) error {
 	if len(b) == 0 || b[0] != activityBinaryV1 {
 		return errors.New("not a binary activity record")
 	}
-	d := binDecoder{b: b, i: 1}
-	if len(b) <= sharedStringMax {
+	d := binDecoder{b: b, i: 1, s: shared}
+	switch {
+	case shared != "":
+		if len(shared) != len(b) {
+			return errors.New("the record and its shared string differ in length")
+		}
+	case len(b) <= sharedStringMax:
 		d.s = string(b)
 	}
 	r.Workflow = d.str()
@@ -226,10 +233,10 @@ func decodeActivityBinary(b []byte, r *Activity, ab *ActivityBatch) error {
 		if !isMarshaledRaw(out) {
 			d.fail("outputs are not compact JSON")
 		}
-		r.Outputs = append([]byte(nil), out...)
+		r.Outputs = ab.copyBytes(out)
 	}
 	if d.flag() {
-		er := &Error{}
+		er := ab.lastError()
 		er.Type = d.str()
 		er.Message = d.str()
 		er.NonRetryable = d.flag()
@@ -341,7 +348,7 @@ func (d *binDecoder) str() string {
 	if lo == hi {
 		return ""
 	}
-	if !utf8.Valid(d.b[lo:hi]) {
+	if v := d.b[lo:hi]; !ascii(v) && !utf8.Valid(v) {
 		d.fail("invalid UTF-8 in string")
 		return ""
 	}
@@ -349,6 +356,17 @@ func (d *binDecoder) str() string {
 		return intern(d.b[lo:hi])
 	}
 	return internSub(d.b[lo:hi], d.s[lo:hi])
+}
+
+// ascii reports whether b is all ASCII: most strings of a record are
+// short, and the loop costs less than the call to utf8.Valid.
+func ascii(b []byte) bool {
+	for _, c := range b {
+		if c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // minUnix and maxUnix bound the seconds of a time RFC 3339 can write

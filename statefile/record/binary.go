@@ -276,6 +276,12 @@ func (d *binDecoder) uint() uint64 {
 	if d.err != nil {
 		return 0
 	}
+	if d.i < len(d.b) && d.b[d.i] < 0x80 {
+		// One byte, as most lengths and counts are: no call.
+		v := d.b[d.i]
+		d.i++
+		return uint64(v)
+	}
 	v, n := binary.Uvarint(d.b[d.i:])
 	if n <= 0 {
 		d.fail("bad number")
@@ -288,6 +294,12 @@ func (d *binDecoder) uint() uint64 {
 func (d *binDecoder) int() int64 {
 	if d.err != nil {
 		return 0
+	}
+	if d.i < len(d.b) && d.b[d.i] < 0x80 {
+		// One byte (zig-zag: -64 to 63), as most are: no call.
+		u := d.b[d.i]
+		d.i++
+		return int64(u>>1) ^ -int64(u&1)
 	}
 	v, n := binary.Varint(d.b[d.i:])
 	if n <= 0 {

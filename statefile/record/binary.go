@@ -367,7 +367,10 @@ func (d *binDecoder) str() string {
 	if d.s == "" {
 		return intern(d.b[lo:hi])
 	}
-	return internSub(d.b[lo:hi], d.s[lo:hi])
+	// A substring costs nothing, and the constants intern would return
+	// instead would not save the shared string (the record's other
+	// strings keep it).
+	return d.s[lo:hi]
 }
 
 // ascii reports whether b is all ASCII: most strings of a record are

@@ -47,14 +47,18 @@ var (
 // 0xFF and 0x00 0x01 sorts below every other byte, escaped names compare
 // exactly like the raw strings.
 func appendName(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if s[i] == 0 {
-			b = append(b, 0, 0xFF)
-			continue
+	// A run without a NUL at a time (names seldom have one): reopening
+	// builds three names' worth of key per activity to check it.
+	for {
+		i := strings.IndexByte(s, 0)
+		if i < 0 {
+			b = append(b, s...)
+			return append(b, 0, 1)
 		}
-		b = append(b, s[i])
+		b = append(b, s[:i]...)
+		b = append(b, 0, 0xFF)
+		s = s[i+1:]
 	}
-	return append(b, 0, 1)
 }
 
 // readName decodes one escaped name from the front of b and returns the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/wf-engine/wf/statefile/record"
@@ -135,47 +136,60 @@ func (s *Store) Activities(workflow, key string) (map[string]*record.Activity, e
 }
 
 // rawChunk holds the raw keys and values of a run of records back to back
-// in one buffer, so that reading 100,000 activities makes a few hundred
+// in two buffers, so that reading 100,000 activities makes a few hundred
 // allocations instead of 200,000 (each a copy the decoder copies again).
 type rawChunk struct {
-	buf  []byte
-	ends []int // per record: where its key ends, where its value ends
-	out  []*record.Activity
-	err  error
+	keys, vals []byte
+	ends       []int // per record: where its key ends in keys, where its value ends in vals
+	out        []*record.Activity
+	err        error
 }
 
 // A chunk (one decoder's turn) ends at rawChunkSize records or once its
-// buffer holds rawChunkBytes. The first chunk of a read starts small
+// buffers hold rawChunkBytes. The first chunk of a read starts small
 // (most reads are of a few records) and grows; each next one is sized
 // from the one before, so that it is seldom regrown (copied while the
 // scan waits) and holds little unused room (which would bring the next
-// collection sooner).
+// collection sooner). Decoded chunks hand their buffers back for the
+// next ones.
 const (
 	rawChunkSize  = 512
 	rawChunkBytes = 192 << 10
 	rawChunkFirst = 8 << 10
 )
 
-func newRawChunk(prev *rawChunk) *rawChunk {
-	size := rawChunkFirst
+// rawBufs are a decoded chunk's buffers, for the next chunk to reuse.
+type rawBufs struct {
+	keys, vals []byte
+	ends       []int
+}
+
+func newRawChunk(prev *rawChunk, free chan rawBufs) *rawChunk {
+	keys, vals := rawChunkFirst/4, rawChunkFirst
 	if prev != nil {
-		size = len(prev.buf) + len(prev.buf)/8 + 4<<10
+		keys, vals = len(prev.keys)+len(prev.keys)/8+1<<10, len(prev.vals)+len(prev.vals)/8+4<<10
 	}
-	return &rawChunk{buf: make([]byte, 0, size), ends: make([]int, 0, 2*rawChunkSize)}
+	select {
+	case b := <-free:
+		if cap(b.keys) >= keys && cap(b.vals) >= vals {
+			return &rawChunk{keys: b.keys, vals: b.vals, ends: b.ends}
+		}
+	default:
+	}
+	return &rawChunk{keys: make([]byte, 0, keys), vals: make([]byte, 0, vals), ends: make([]int, 0, 2*rawChunkSize)}
 }
 
 func (rc *rawChunk) full() bool {
-	return rc.len() == rawChunkSize || len(rc.buf) >= rawChunkBytes
+	return rc.len() == rawChunkSize || len(rc.keys)+len(rc.vals) >= rawChunkBytes
 }
 
 func (rc *rawChunk) add(c *cursor, key []byte) error {
-	rc.buf = append(rc.buf, key...)
-	kEnd := len(rc.buf)
+	rc.keys = append(rc.keys, key...)
 	var err error
-	if rc.buf, err = c.appendValue(rc.buf); err != nil {
+	if rc.vals, err = c.appendValue(rc.vals); err != nil {
 		return err
 	}
-	rc.ends = append(rc.ends, kEnd, len(rc.buf))
+	rc.ends = append(rc.ends, len(rc.keys), len(rc.vals))
 	return nil
 }
 
@@ -184,12 +198,63 @@ func (rc *rawChunk) len() int { return len(rc.ends) / 2 }
 // record returns the i'th key and value (full slice expressions: nothing
 // appended to one can reach the next).
 func (rc *rawChunk) record(i int) (key, val []byte) {
-	start := 0
+	var k0, v0 int
 	if i > 0 {
-		start = rc.ends[2*i-1]
+		k0, v0 = rc.ends[2*i-2], rc.ends[2*i-1]
 	}
 	k, v := rc.ends[2*i], rc.ends[2*i+1]
-	return rc.buf[start:k:k], rc.buf[k:v:v]
+	return rc.keys[k0:k:k], rc.vals[v0:v:v]
+}
+
+// sharedMax bounds the records whose strings are cut from their chunk's
+// shared string: a large record is large for its outputs, which are
+// copied anyway, and would be kept alive by every record of its chunk.
+const sharedMax = 4 << 10
+
+// shared returns the values of the chunk's records of up to sharedMax
+// bytes as one string, in order: the decoded records' strings are cut
+// from it (one allocation and copy per chunk instead of one per record),
+// and each keeps all of it alive, which costs nothing when (as at
+// start-up) every record is kept.
+func (rc *rawChunk) shared() string {
+	n := 0
+	for i := range rc.len() {
+		if _, v := rc.record(i); len(v) <= sharedMax {
+			n += len(v)
+		}
+	}
+	var sb strings.Builder
+	sb.Grow(n)
+	for i := range rc.len() {
+		if _, v := rc.record(i); len(v) <= sharedMax {
+			sb.Write(v)
+		}
+	}
+	return sb.String()
+}
+
+// decode decodes the chunk's records into rc.out (rc.err: the first that
+// does not decode or does not pass check).
+func (rc *rawChunk) decode(ab *record.ActivityBatch, kb []byte, check func(key []byte, r *record.Activity, kb []byte) ([]byte, error)) []byte {
+	rc.out = make([]*record.Activity, rc.len())
+	shared, off := rc.shared(), 0
+	for i := range rc.out {
+		k, v := rc.record(i)
+		var sh string
+		if len(v) <= sharedMax {
+			sh, off = shared[off:off+len(v)], off+len(v)
+		}
+		r, err := ab.DecodeShared(v, sh)
+		if err == nil {
+			kb, err = check(k, r, kb)
+		}
+		if err != nil {
+			rc.err = keyError(k, err)
+			break
+		}
+		rc.out[i] = r
+	}
+	return kb
 }
 
 // readActivities runs scan, which hands add the raw activity records it
@@ -200,6 +265,7 @@ func (rc *rawChunk) record(i int) (key, val []byte) {
 // arrays per decoder (record.ActivityBatch).
 func (s *Store) readActivities(what string, scan func(snap *snapshot, add func(c *cursor, key []byte) error) error, check func(key []byte, r *record.Activity, kb []byte) ([]byte, error)) ([]*record.Activity, error) {
 	work := make(chan *rawChunk, 64)
+	free := make(chan rawBufs, 8)
 	var chunks []*rawChunk
 	var wg sync.WaitGroup
 	for range runtime.GOMAXPROCS(0) {
@@ -207,31 +273,25 @@ func (s *Store) readActivities(what string, scan func(snap *snapshot, add func(c
 			var ab record.ActivityBatch
 			var kb []byte
 			for rc := range work {
-				rc.out = make([]*record.Activity, rc.len())
-				for i := range rc.out {
-					k, v := rc.record(i)
-					r, err := ab.Decode(v)
-					if err == nil {
-						kb, err = check(k, r, kb)
-					}
-					if err != nil {
-						rc.err = keyError(k, err)
-						break
-					}
-					rc.out[i] = r
+				kb = rc.decode(&ab, kb, check)
+				// The records copied what they keep: the buffers go to a
+				// next chunk, or to the collector.
+				select {
+				case free <- rawBufs{keys: rc.keys[:0], vals: rc.vals[:0], ends: rc.ends[:0]}:
+				default:
 				}
-				rc.buf, rc.ends = nil, nil // garbage now: the records copied what they keep
+				rc.keys, rc.vals, rc.ends = nil, nil, nil
 			}
 		})
 	}
-	cur := newRawChunk(nil)
+	cur := newRawChunk(nil, free)
 	add := func(c *cursor, key []byte) error {
 		if err := cur.add(c, key); err != nil {
 			return err
 		}
 		if cur.full() {
-			// Sized before a decoder has it (and drops its buffer).
-			next := newRawChunk(cur)
+			// Sized before a decoder has it (and hands its buffers on).
+			next := newRawChunk(cur, free)
 			chunks = append(chunks, cur)
 			work <- cur
 			cur = next
@@ -315,33 +375,125 @@ func (s *Store) PendingTimers() ([]*record.Activity, error) {
 		// ordered by the same (workflow, key, activity) suffix, so one pass
 		// over each replaces a point lookup per timer. No prefetch: values
 		// live in the LSM, and prefetching would copy each one twice.
-		tc := snap.cursor([]byte{tableTimer})
-		defer tc.close()
+		keys, stop := readKeys(snap, []byte{tableTimer})
+		defer stop()
 		ac := snap.cursor([]byte{tableActivity})
 		defer ac.close()
 		ac.rewind()
 		target := []byte{tableActivity}
-		for tc.rewind(); tc.valid(); tc.next() {
-			tk := tc.key()
-			target = append(target[:1], tk[1:]...)
-			for steps := 0; ac.valid() && bytes.Compare(ac.key(), target) < 0; steps++ {
-				// Step over a few activities without timers; jump past
-				// long runs of them.
-				if steps < 8 {
-					ac.next()
-				} else {
-					ac.seek(target)
+		for kb := range keys {
+			if kb.err != nil {
+				return kb.err
+			}
+			for i := range kb.len() {
+				tk := kb.key(i)
+				target = append(target[:1], tk[1:]...)
+				for steps := 0; ac.valid() && bytes.Compare(ac.key(), target) < 0; steps++ {
+					// Step over a few activities without timers; jump past
+					// long runs of them.
+					if steps < 8 {
+						ac.next()
+					} else {
+						ac.seek(target)
+					}
+				}
+				if !ac.valid() || !bytes.Equal(ac.key(), target) {
+					return keyError(tk, errors.New("timer index entry without its activity"))
+				}
+				if err := add(ac, target); err != nil {
+					return err
 				}
 			}
-			if !ac.valid() || !bytes.Equal(ac.key(), target) {
-				return keyError(tk, errors.New("timer index entry without its activity"))
-			}
-			if err := add(ac, target); err != nil {
-				return err
-			}
+			kb.done()
 		}
 		return nil
 	}, checkTimer)
+}
+
+// keyBatch is a run of keys read by readKeys, back to back in one buffer;
+// err ends the run.
+type keyBatch struct {
+	buf  []byte
+	ends []int
+	err  error
+	free chan<- *keyBatch
+}
+
+func (kb *keyBatch) len() int { return len(kb.ends) }
+
+func (kb *keyBatch) key(i int) []byte {
+	start := 0
+	if i > 0 {
+		start = kb.ends[i-1]
+	}
+	return kb.buf[start:kb.ends[i]:kb.ends[i]]
+}
+
+// done hands the batch back for readKeys to fill again.
+func (kb *keyBatch) done() {
+	select {
+	case kb.free <- kb:
+	default:
+	}
+}
+
+// keyBatchLen is how many keys a keyBatch holds.
+const keyBatchLen = 1024
+
+// readKeys reads the keys under prefix on a goroutine of its own and
+// sends them in order, a batch at a time: the scan of the timer index and
+// the scan of the activities it is joined with then run on two CPUs (one
+// scan of both was what a reopen with many timers waited for, and the
+// decoders waited for it). stop ends the reading (the caller may return
+// before the last key) and waits for it, cursor closed; the caller must
+// call it before the snapshot goes. A panic of the database while reading
+// (corrupt files) is an error in the last batch.
+func readKeys(snap *snapshot, prefix []byte) (keys <-chan *keyBatch, stop func()) {
+	out := make(chan *keyBatch, 4)
+	free := make(chan *keyBatch, 4)
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer close(out)
+		kb := &keyBatch{free: free}
+		send := func() bool {
+			select {
+			case out <- kb:
+			case <-quit:
+				return false
+			}
+			select {
+			case kb = <-free:
+				kb.buf, kb.ends = kb.buf[:0], kb.ends[:0]
+			default:
+				kb = &keyBatch{buf: make([]byte, 0, cap(kb.buf)), ends: make([]int, 0, keyBatchLen), free: free}
+			}
+			return true
+		}
+		defer func() {
+			if r := recover(); r != nil {
+				kb.err = fmt.Errorf("the database panicked (corrupt files?): %v", r)
+				send()
+			}
+		}()
+		c := snap.cursor(prefix)
+		defer c.close()
+		for c.rewind(); c.valid(); c.next() {
+			kb.buf = append(kb.buf, c.key()...)
+			kb.ends = append(kb.ends, len(kb.buf))
+			if len(kb.ends) == keyBatchLen && !send() {
+				return
+			}
+		}
+		if len(kb.ends) > 0 {
+			send()
+		}
+	})
+	var once sync.Once
+	return out, func() {
+		once.Do(func() { close(quit) })
+		wg.Wait()
+	}
 }
 
 // checkTimer checks that an activity found through the timer index is the

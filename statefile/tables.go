@@ -128,9 +128,13 @@ func verifyTables(stateDir, dbDir string, tables map[uint64]badger.TableManifest
 	var wg sync.WaitGroup
 	for range min(runtime.GOMAXPROCS(0), max(len(ids), 1)) {
 		wg.Go(func() {
+			// One buffer per worker, for table after table: a state's
+			// tables are tens of MB, which would otherwise be allocated,
+			// zeroed and collected at every open.
+			var buf []byte
 			for i := range work {
 				path := table.NewFilename(ids[i], dbDir)
-				results[i].meta, results[i].err = verifyTable(path, tables[ids[i]])
+				results[i].meta, buf, results[i].err = verifyTable(path, tables[ids[i]], buf)
 			}
 		})
 	}
@@ -166,25 +170,28 @@ func verifyTables(stateDir, dbDir string, tables map[uint64]badger.TableManifest
 	return tm, nil
 }
 
-func verifyTable(path string, tm badger.TableManifest) (meta [3]metaValue, err error) {
+// buf is a buffer to read the table into; verifyTable returns it, grown,
+// for the next table (the table is not used once verifyTable returns).
+func verifyTable(path string, tm badger.TableManifest, buf []byte) (meta [3]metaValue, _ []byte, err error) {
 	// The table is read into memory rather than mmapped: a damaged table
 	// then fails bounds checks (a recoverable panic) instead of faulting
 	// on a page past its end, and nothing can unmap it under us.
 	f, err := openNoFollow(path, os.O_RDONLY, 0)
 	if err != nil {
-		return meta, err
+		return meta, buf, err
 	}
 	defer f.Close()
-	data, err := readWhole(f)
+	data, err := readInto(f, buf)
 	if err != nil {
-		return meta, err
+		return meta, buf, err
 	}
+	buf = data
 	if len(data) == 0 {
-		return meta, errors.New("empty file")
+		return meta, buf, errors.New("empty file")
 	}
 	id, ok := table.ParseFileID(path)
 	if !ok {
-		return meta, errors.New("not a table file name")
+		return meta, buf, errors.New("not a table file name")
 	}
 	defer func() {
 		if r := recover(); r != nil {
@@ -201,11 +208,11 @@ func verifyTable(path string, tm badger.TableManifest) (meta [3]metaValue, err e
 	}
 	t, err := table.OpenInMemoryTable(data, id, topt)
 	if err != nil {
-		return meta, errors.New(firstLine(err.Error()))
+		return meta, buf, errors.New(firstLine(err.Error()))
 	}
 	t.MmapFile.Fd = f // for Badger's error messages; never closed through t
 	if err := t.VerifyChecksum(); err != nil {
-		return meta, errors.New(firstLine(err.Error()))
+		return meta, buf, errors.New(firstLine(err.Error()))
 	}
 	it := t.NewIterator(0)
 	defer it.Close()
@@ -218,22 +225,30 @@ func verifyTable(path string, tm badger.TableManifest) (meta [3]metaValue, err e
 		vs := it.ValueCopy()
 		meta[i] = metaValue{version: y.ParseTs(it.Key()), value: bytes.Clone(vs.Value), deleted: vs.Meta&bitDelete != 0, found: true}
 		if vs.Meta&bitValuePointer != 0 {
-			return meta, fmt.Errorf("meta key %q is stored in the value log", k)
+			return meta, buf, fmt.Errorf("meta key %q is stored in the value log", k)
 		}
 	}
-	return meta, nil
+	return meta, buf, nil
 }
 
 // readWhole reads a file into a buffer of its size (io.ReadAll would grow
 // and clear a buffer several times over: a third of the checks' CPU on a
 // state with tens of megabytes of tables). A file that grew meanwhile is
 // read to its end all the same.
-func readWhole(f *os.File) ([]byte, error) {
+func readWhole(f *os.File) ([]byte, error) { return readInto(f, nil) }
+
+// readInto is readWhole into buf when the file fits in it (it returns a
+// new buffer otherwise).
+func readInto(f *os.File, buf []byte) ([]byte, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, err
 	}
-	data := make([]byte, fi.Size())
+	size := fi.Size()
+	if int64(cap(buf)) < size {
+		buf = make([]byte, size+size/8)
+	}
+	data := buf[:size]
 	n, err := io.ReadFull(f, data)
 	switch {
 	case errors.Is(err, io.ErrUnexpectedEOF):

@@ -8,9 +8,11 @@ import (
 
 // TestActivityBatchMatchesDecodeActivity: decoding through an
 // ActivityBatch gives what DecodeActivity gives, record after record
-// (blocks and counts refilled on the way), refuses what it refuses, and no
-// record shares its timer or rule counts with another: an append to one
-// record's counts never writes into the next one's.
+// (blocks and counts refilled on the way; half of them with their strings
+// cut from a larger string), refuses what it refuses, and no record
+// shares its timer, last error, rule counts or outputs with another: an
+// append to one record's counts or outputs never writes into the next
+// one's.
 func TestActivityBatchMatchesDecodeActivity(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	var ab ActivityBatch
@@ -31,7 +33,17 @@ func TestActivityBatchMatchesDecodeActivity(t *testing.T) {
 			continue // randActivity makes some the encoder refuses
 		}
 		w, werr := DecodeActivity(b)
-		g, gerr := ab.Decode(b)
+		var g *Activity
+		var gerr error
+		if i%2 == 0 {
+			g, gerr = ab.Decode(b)
+		} else {
+			big := "<" + string(b) + ">"
+			g, gerr = ab.DecodeShared(b, big[1:len(big)-1])
+			if _, err := ab.DecodeShared(b, big[1:]); err == nil && gerr == nil {
+				t.Fatalf("record %d decoded with a shared string of another length", i)
+			}
+		}
 		if (werr == nil) != (gerr == nil) {
 			t.Fatalf("record %d: DecodeActivity error %v, batch error %v", i, werr, gerr)
 		}
@@ -53,18 +65,25 @@ func TestActivityBatchMatchesDecodeActivity(t *testing.T) {
 	if len(got) < batchBlock {
 		t.Fatalf("only %d records decoded", len(got))
 	}
-	for _, g := range got {
-		g.RuleCounts = append(g.RuleCounts, 99)
-		if g.Timer != nil {
-			g.Timer.Attempt = -1
+	change := func(a *Activity) {
+		a.RuleCounts = append(a.RuleCounts, 99)
+		if a.Timer != nil {
+			a.Timer.Attempt = -1
 		}
+		if a.LastError != nil {
+			a.LastError.Type += "!"
+		}
+		if len(a.Outputs) > 0 {
+			a.Outputs[len(a.Outputs)-1] = '~'
+			a.Outputs = append(a.Outputs, '~')
+		}
+	}
+	for _, g := range got {
+		change(g)
 	}
 	for i, g := range got {
 		w := want[i]
-		w.RuleCounts = append(w.RuleCounts, 99)
-		if w.Timer != nil {
-			w.Timer.Attempt = -1
-		}
+		change(w)
 		if !reflect.DeepEqual(g, w) {
 			t.Fatalf("record %d changed through another: %+v, want %+v", i, g, w)
 		}

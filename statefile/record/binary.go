@@ -181,13 +181,20 @@ func (e *binEncoder) fail(err error) {
 }
 
 // decodeActivityBinary decodes the binary form (b[0] is the version).
-// Its timer and rule counts come from ab (nil: allocated one by one).
-func decodeActivityBinary(b []byte, r *Activity, ab *ActivityBatch) error {
+// Its timer, last error, rule counts and outputs come from ab (nil:
+// allocated one by one). shared is b as a string, or "": the record's
+// strings are then substrings of string(b), if b is small enough.
+func decodeActivityBinary(b []byte, shared string, r *Activity, ab *ActivityBatch) error {
 	if len(b) == 0 || b[0] != activityBinaryV1 {
 		return errors.New("not a binary activity record")
 	}
-	d := binDecoder{b: b, i: 1}
-	if len(b) <= sharedStringMax {
+	d := binDecoder{b: b, i: 1, s: shared}
+	switch {
+	case shared != "":
+		if len(shared) != len(b) {
+			return errors.New("the record and its shared string differ in length")
+		}
+	case len(b) <= sharedStringMax:
 		d.s = string(b)
 	}
 	r.Workflow = d.str()
@@ -223,15 +230,13 @@ func decodeActivityBinary(b []byte, r *Activity, ab *ActivityBatch) error {
 	}
 	if out := d.bytes(); len(out) > 0 {
 		// Only what json.Marshal writes: valid, compact JSON.
-		c, err := appendCompactJSON(ab.scratchBuf(), out)
-		if err != nil || string(c) != string(out) {
+		if !isMarshaledRaw(out) {
 			d.fail("outputs are not compact JSON")
 		}
-		ab.keepScratch(c)
-		r.Outputs = append([]byte(nil), out...)
+		r.Outputs = ab.copyBytes(out)
 	}
 	if d.flag() {
-		er := &Error{}
+		er := ab.lastError()
 		er.Type = d.str()
 		er.Message = d.str()
 		er.NonRetryable = d.flag()
@@ -271,6 +276,12 @@ func (d *binDecoder) uint() uint64 {
 	if d.err != nil {
 		return 0
 	}
+	if d.i < len(d.b) && d.b[d.i] < 0x80 {
+		// One byte, as most lengths and counts are: no call.
+		v := d.b[d.i]
+		d.i++
+		return uint64(v)
+	}
 	v, n := binary.Uvarint(d.b[d.i:])
 	if n <= 0 {
 		d.fail("bad number")
@@ -283,6 +294,12 @@ func (d *binDecoder) uint() uint64 {
 func (d *binDecoder) int() int64 {
 	if d.err != nil {
 		return 0
+	}
+	if d.i < len(d.b) && d.b[d.i] < 0x80 {
+		// One byte (zig-zag: -64 to 63), as most are: no call.
+		u := d.b[d.i]
+		d.i++
+		return int64(u>>1) ^ -int64(u&1)
 	}
 	v, n := binary.Varint(d.b[d.i:])
 	if n <= 0 {
@@ -343,14 +360,28 @@ func (d *binDecoder) str() string {
 	if lo == hi {
 		return ""
 	}
-	if !utf8.Valid(d.b[lo:hi]) {
+	if v := d.b[lo:hi]; !ascii(v) && !utf8.Valid(v) {
 		d.fail("invalid UTF-8 in string")
 		return ""
 	}
 	if d.s == "" {
 		return intern(d.b[lo:hi])
 	}
-	return internSub(d.b[lo:hi], d.s[lo:hi])
+	// A substring costs nothing, and the constants intern would return
+	// instead would not save the shared string (the record's other
+	// strings keep it).
+	return d.s[lo:hi]
+}
+
+// ascii reports whether b is all ASCII: most strings of a record are
+// short, and the loop costs less than the call to utf8.Valid.
+func ascii(b []byte) bool {
+	for _, c := range b {
+		if c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // minUnix and maxUnix bound the seconds of a time RFC 3339 can write

@@ -106,16 +106,16 @@ func DecodeInstance(b []byte) (*Instance, error) {
 // DecodeActivity decodes and validates a stored Activity.
 func DecodeActivity(b []byte) (*Activity, error) {
 	var r Activity
-	if err := decodeActivityInto(b, &r, nil); err != nil {
+	if err := decodeActivityInto(b, "", &r, nil); err != nil {
 		return nil, err
 	}
 	return &r, nil
 }
 
-func decodeActivityInto(b []byte, r *Activity, ab *ActivityBatch) error {
+func decodeActivityInto(b []byte, shared string, r *Activity, ab *ActivityBatch) error {
 	var err error
 	if len(b) > 0 && b[0] == activityBinaryV1 {
-		err = decodeActivityBinary(b, r, ab)
+		err = decodeActivityBinary(b, shared, r, ab)
 	} else {
 		err = decodeActivity(b, r)
 	}
@@ -129,47 +129,37 @@ func decodeActivityInto(b []byte, r *Activity, ab *ActivityBatch) error {
 }
 
 // ActivityBatch decodes many activities as DecodeActivity does, but cuts
-// the records, their timers and their rule counts from arrays allocated
-// a block at a time: reopening a state of 100,000 activities is then a
-// few hundred allocations for them instead of 300,000, which the
-// collector would scan again and again while the executor starts. A
-// record keeps its whole block alive, which costs nothing when (as at
-// start-up) every record is kept. The zero value is ready to use; it is
-// not safe for concurrent use.
+// the records, their timers, last errors, rule counts and outputs from
+// arrays allocated a block at a time: reopening a state of 100,000
+// activities is then a few hundred allocations for them instead of
+// 500,000, which the collector would scan again and again while the
+// executor starts. A record keeps its whole blocks alive, which costs
+// nothing when (as at start-up) every record is kept. The zero value is
+// ready to use; it is not safe for concurrent use.
 type ActivityBatch struct {
 	recs   []Activity
 	timers []Timer
+	errs   []Error
 	counts []int
-	// scratch is where outputs are compacted to be compared with
-	// themselves, reused from record to record.
-	scratch []byte
-}
-
-func (ab *ActivityBatch) scratchBuf() []byte {
-	if ab == nil {
-		return nil
-	}
-	return ab.scratch[:0]
-}
-
-// keepScratch keeps b for the next record, unless it is large: one big
-// output must not pin its size for the whole batch.
-func (ab *ActivityBatch) keepScratch(b []byte) {
-	if ab != nil && cap(b) <= 64<<10 {
-		ab.scratch = b[:0]
-	}
+	bytes  []byte
 }
 
 // batchBlock is how many records (and timers) one block holds.
 const batchBlock = 256
 
 // Decode decodes and validates one stored activity.
-func (ab *ActivityBatch) Decode(b []byte) (*Activity, error) {
+func (ab *ActivityBatch) Decode(b []byte) (*Activity, error) { return ab.DecodeShared(b, "") }
+
+// DecodeShared is Decode for a caller that holds b as a string too
+// (shared, cut from one string of many records, made once): the record's
+// strings are then substrings of shared, and keep all of the string they
+// were cut from alive. shared "" is Decode.
+func (ab *ActivityBatch) DecodeShared(b []byte, shared string) (*Activity, error) {
 	if len(ab.recs) == 0 {
 		ab.recs = make([]Activity, batchBlock)
 	}
 	r := &ab.recs[0]
-	if err := decodeActivityInto(b, r, ab); err != nil {
+	if err := decodeActivityInto(b, shared, r, ab); err != nil {
 		*r = Activity{} // the slot is reused
 		return nil, err
 	}
@@ -187,6 +177,41 @@ func (ab *ActivityBatch) timer() *Timer {
 	t := &ab.timers[0]
 	ab.timers = ab.timers[1:]
 	return t
+}
+
+func (ab *ActivityBatch) lastError() *Error {
+	if ab == nil {
+		return &Error{}
+	}
+	if len(ab.errs) == 0 {
+		ab.errs = make([]Error, batchBlock)
+	}
+	e := &ab.errs[0]
+	ab.errs = ab.errs[1:]
+	return e
+}
+
+// Outputs up to batchBytesMax are copied into blocks of batchBytesBlock:
+// a record's outputs keep their block alive, which is little beside the
+// block of records it is in.
+const (
+	batchBytesBlock = 8 << 10
+	batchBytesMax   = 1 << 10
+)
+
+// copyBytes returns a copy of b, of capacity len(b) (an append
+// reallocates rather than write into the next record's bytes).
+func (ab *ActivityBatch) copyBytes(b []byte) []byte {
+	if ab == nil || len(b) > batchBytesMax {
+		return append([]byte(nil), b...)
+	}
+	if len(ab.bytes) < len(b) {
+		ab.bytes = make([]byte, batchBytesBlock)
+	}
+	v := ab.bytes[:len(b):len(b)]
+	copy(v, b)
+	ab.bytes = ab.bytes[len(b):]
+	return v
 }
 
 // ints returns n zeroed ints. Their capacity is n, so that an append by

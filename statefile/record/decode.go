@@ -557,14 +557,6 @@ func intern(b []byte) string {
 	return string(b)
 }
 
-// internSub is intern for a b that sub already holds as a string.
-func internSub(b []byte, sub string) string {
-	if s, ok := known(b); ok {
-		return s
-	}
-	return sub
-}
-
 func (d *decoder) errorObj(p **Error) error {
 	if d.null() {
 		*p = nil

@@ -135,7 +135,7 @@ func sameAsJSON(t *testing.T, a *Activity) {
 	if err := decodeActivity(js, &fromJSON); err != nil {
 		t.Fatalf("JSON form does not decode: %v\n%s", err, js)
 	}
-	if err := decodeActivityBinary(bin, &fromBin, nil); err != nil {
+	if err := decodeActivityBinary(bin, "", &fromBin, nil); err != nil {
 		t.Fatalf("binary form does not decode: %v\n%q", err, bin)
 	}
 	if !reflect.DeepEqual(fromBin, fromJSON) {

@@ -171,24 +171,25 @@ func (ab *ActivityBatch) timer() *Timer {
 	if ab == nil {
 		return &Timer{}
 	}
-	if len(ab.timers) == 0 {
-		ab.timers = make([]Timer, batchBlock)
-	}
-	t := &ab.timers[0]
-	ab.timers = ab.timers[1:]
-	return t
+	return cut(&ab.timers)
 }
 
 func (ab *ActivityBatch) lastError() *Error {
 	if ab == nil {
 		return &Error{}
 	}
-	if len(ab.errs) == 0 {
-		ab.errs = make([]Error, batchBlock)
+	return cut(&ab.errs)
+}
+
+// cut returns the next element of the block *blk, a new block of
+// batchBlock when it is used up.
+func cut[T any](blk *[]T) *T {
+	if len(*blk) == 0 {
+		*blk = make([]T, batchBlock)
 	}
-	e := &ab.errs[0]
-	ab.errs = ab.errs[1:]
-	return e
+	v := &(*blk)[0]
+	*blk = (*blk)[1:]
+	return v
 }
 
 // Outputs up to batchBytesMax are copied into blocks of batchBytesBlock:

@@ -181,7 +181,7 @@ func verifyTable(path string, tm badger.TableManifest, buf []byte) (meta [3]meta
 		return meta, buf, err
 	}
 	defer f.Close()
-	data, err := readInto(f, buf)
+	data, err := readInto(f, buf, true)
 	if err != nil {
 		return meta, buf, err
 	}
@@ -235,18 +235,24 @@ func verifyTable(path string, tm badger.TableManifest, buf []byte) (meta [3]meta
 // and clear a buffer several times over: a third of the checks' CPU on a
 // state with tens of megabytes of tables). A file that grew meanwhile is
 // read to its end all the same.
-func readWhole(f *os.File) ([]byte, error) { return readInto(f, nil) }
+func readWhole(f *os.File) ([]byte, error) { return readInto(f, nil, false) }
 
 // readInto is readWhole into buf when the file fits in it (it returns a
-// new buffer otherwise).
-func readInto(f *os.File, buf []byte) ([]byte, error) {
+// new buffer otherwise). A buffer made for reuse gets an eighth more room,
+// so that the next file of about the same size fits; a one-off read (a
+// log segment at open) gets exactly its size.
+func readInto(f *os.File, buf []byte, reuse bool) ([]byte, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, err
 	}
 	size := fi.Size()
 	if int64(cap(buf)) < size {
-		buf = make([]byte, size+size/8)
+		room := size
+		if reuse {
+			room += size / 8
+		}
+		buf = make([]byte, room)
 	}
 	data := buf[:size]
 	n, err := io.ReadFull(f, data)

@@ -120,7 +120,7 @@ func (c *Core) startAttempt(a *act) {
 	c.markAct(a)
 	a.phase = phaseRunning
 	c.running++
-	c.out.Start = append(c.out.Start, Attempt{
+	c.out.Start = append(roomFor1(c.out.Start), Attempt{
 		Workflow:       r.Workflow,
 		Instance:       r.Instance,
 		Activity:       r.Name,

@@ -47,28 +47,33 @@ func (r *kindResolver) resolve(a *Activity, upstream map[string]cty.Value) (*Res
 // b is what the evaluation may spend and funcs its function table, bound
 // to b: the loader's at load time, a fresh one per call at run time.
 func (r *kindResolver) eval(a *Activity, upstream map[string]cty.Value, static bool, b *budget, funcs ctxFunc) (*Resolved, hcl.Diagnostics) {
-	acts := make(map[string]cty.Value, len(a.DependsOn))
+	activities := cty.EmptyObjectVal
 	var missing []string
-	for _, dep := range a.DependsOn {
-		v, ok := upstream[dep]
-		if !ok || v.Type() == cty.NilType {
-			v = cty.DynamicVal
-			missing = append(missing, dep)
+	if len(a.DependsOn) > 0 {
+		acts := make(map[string]cty.Value, len(a.DependsOn))
+		for _, dep := range a.DependsOn {
+			v, ok := upstream[dep]
+			if !ok || v.Type() == cty.NilType {
+				v = cty.DynamicVal
+				missing = append(missing, dep)
+			}
+			acts[dep] = v
 		}
-		acts[dep] = v
+		activities = cty.ObjectVal(acts)
 	}
-	vars := make(map[string]cty.Value, len(r.vars)+1)
-	for k, v := range r.vars {
-		vars[k] = v
-	}
-	vars["activity"] = cty.ObjectVal(acts)
+	// The activity's own names in a scope over the static one, which is
+	// shared rather than copied into every evaluation (hcl looks a name up
+	// through the parents).
+	scope := make(map[string]cty.Value, 2)
+	scope["activity"] = activities
 	switch {
 	case a.each != cty.NilVal:
-		vars["each"] = a.each
+		scope["each"] = a.each
 	case r.each:
-		vars["each"] = unknownEach
+		scope["each"] = unknownEach
 	}
-	ctx := funcs(vars)
+	ctx := funcs(r.vars).NewChild()
+	ctx.Variables = scope
 	// sensitive collects the values derived from sensitive variables.
 	var sensitive []string
 
@@ -122,6 +127,9 @@ func (r *kindResolver) eval(a *Activity, upstream map[string]cty.Value, static b
 	}
 
 	res := &Resolved{}
+	// parsedURL is an http block's url as checkURL parsed it, for
+	// httpSecrets.
+	var parsedURL *url.URL
 	switch r.kind {
 	case KindExec:
 		spec := &ExecSpec{Dir: r.dir, WrittenDir: "."}
@@ -170,7 +178,8 @@ func (r *kindResolver) eval(a *Activity, upstream map[string]cty.Value, static b
 		if attr, v, ok := get("url"); ok {
 			u, d := parseString(v, attr.Expr, "url")
 			if add(d) {
-				if msg := checkURL(u); msg != "" {
+				var msg string
+				if msg, parsedURL = checkURL(u); msg != "" {
 					add(&hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid URL",
 						Detail: fmt.Sprintf("%q is not a usable URL: %s.", u, msg), Subject: attr.Expr.Range().Ptr()})
 				}
@@ -252,7 +261,7 @@ func (r *kindResolver) eval(a *Activity, upstream map[string]cty.Value, static b
 	}
 	res.Sensitive = sensitive
 	if res.HTTP != nil {
-		res.Sensitive = append(res.Sensitive, httpSecrets(res.HTTP)...)
+		res.Sensitive = append(res.Sensitive, httpSecrets(res.HTTP, parsedURL)...)
 	}
 	if red := NewRedactor(r.secrets, res.Sensitive); red != nil {
 		// A message quoting a bad value must not quote a secret.
@@ -280,17 +289,19 @@ func unknownDiag(attr *hcl.Attribute, missing []string) *hcl.Diagnostic {
 	}
 }
 
-func checkURL(s string) string {
+// checkURL says what makes s unusable as an http activity's url ("" when
+// nothing does), and returns it parsed (nil when it does not parse).
+func checkURL(s string) (string, *url.URL) {
 	u, err := url.Parse(s)
 	switch {
 	case err != nil:
-		return err.Error()
+		return err.Error(), nil
 	case u.Scheme != "http" && u.Scheme != "https":
-		return "the scheme must be http or https"
+		return "the scheme must be http or https", u
 	case u.Host == "":
-		return "it has no host"
+		return "it has no host", u
 	}
-	return ""
+	return "", u
 }
 
 // isToken reports whether s is an RFC 9110 token (methods, header names).

@@ -42,3 +42,30 @@ workflow "w" {
 		}
 	}
 }
+
+// BenchmarkResolveLiteralURL is the kind block of every activity of the
+// executor's BenchmarkHTTP10k: a literal url, no upstream.
+func BenchmarkResolveLiteralURL(b *testing.B) {
+	cfg, diags := LoadFiles("bench", map[string][]byte{"main.wf.hcl": []byte(`
+workflow "w" {
+  activity "h1" {
+    http { url = "http://127.0.0.1:4567" }
+    retry {
+      backoff          = "fixed"
+      initial_interval = "10ms"
+      maximum_attempts = 2
+    }
+  }
+}
+`)}, LoadOptions{})
+	if diags.HasErrors() {
+		b.Fatal(diags)
+	}
+	a := cfg.Workflows[0].Activity("h1")
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, d := a.Resolve(nil); d.HasErrors() {
+			b.Fatal(d)
+		}
+	}
+}

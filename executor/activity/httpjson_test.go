@@ -81,3 +81,31 @@ func TestHTTPPrinted(t *testing.T) {
 		}
 	}
 }
+
+// TestReadAll: readAll reads what io.ReadAll reads, whatever length the
+// response announced (right, too short, too long, unknown).
+func TestReadAll(t *testing.T) {
+	for _, n := range []int{0, 1, 11, 511, 512, 513, 5000, 70 << 10} {
+		body := bytes.Repeat([]byte("x"), n)
+		for _, announced := range []int64{-1, 0, int64(n) - 1, int64(n), int64(n) + 1, 1 << 30} {
+			for _, limit := range []int64{int64(n), int64(n) + 1, 1 << 20} {
+				want, _ := io.ReadAll(io.LimitReader(bytes.NewReader(body), limit))
+				got, err := readAll(io.LimitReader(iotestHalf{bytes.NewReader(body)}, limit), announced, limit)
+				if err != nil || !bytes.Equal(got, want) {
+					t.Fatalf("%d bytes, announced %d, limit %d: read %d bytes (%v), want %d", n, announced, limit, len(got), err, len(want))
+				}
+			}
+		}
+	}
+}
+
+// iotestHalf reads at most half of what is asked (at least one byte), as
+// a network connection may.
+type iotestHalf struct{ r io.Reader }
+
+func (h iotestHalf) Read(p []byte) (int, error) {
+	if len(p) > 1 {
+		p = p[:len(p)/2]
+	}
+	return h.r.Read(p)
+}

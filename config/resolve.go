@@ -86,8 +86,11 @@ func (r *kindResolver) eval(a *Activity, upstream map[string]cty.Value, static b
 	var sensitive []string
 
 	var diags hcl.Diagnostics
-	if !static {
+	if !static && len(upstream) > 0 {
 		// A cut body has no result: say so, instead of evaluating null.
+		// Without upstream values nothing can be cut, and the references
+		// are not looked for (once per activity, most of a literal url's
+		// Resolve).
 		r.refsOnce.Do(func() {
 			for _, attr := range sortedAttrs(r.attrs) {
 				r.resultRefs = append(r.resultRefs, resultTraversals(attr.Expr)...)

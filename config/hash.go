@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // Hash identifies what the activity does: its evaluated kind block and
@@ -82,6 +83,15 @@ func appendPlainHTTP(b []byte, r *Resolved) ([]byte, bool) {
 	slices.Sort(keys)
 	quoted := func(b []byte, s string) []byte {
 		b = append(b, '"')
+		for {
+			i := strings.IndexAny(s, `"\`)
+			if i < 0 {
+				break
+			}
+			b = append(b, s[:i]...)
+			b = append(b, '\\', s[i])
+			s = s[i+1:]
+		}
 		b = append(b, s...)
 		return append(b, '"')
 	}
@@ -126,10 +136,11 @@ func appendPlainHTTP(b []byte, r *Resolved) ([]byte, bool) {
 }
 
 // plainString reports whether encoding/json writes s between its quotes
-// as it is: printable ASCII other than '"', '\\', '<', '>' and '&'.
+// as it is but for '"' and '\\' (each after a backslash): printable
+// ASCII other than '<', '>' and '&'.
 func plainString(s string) bool {
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '<' || c == '>' || c == '&' {
 			return false
 		}
 	}

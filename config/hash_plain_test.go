@@ -22,7 +22,7 @@ func TestHashPlainHTTP(t *testing.T) {
 	}
 	cases := []*Resolved{
 		{HTTP: &HTTPSpec{URL: "http://127.0.0.1:4567", Method: "GET"}, Sensitive: []string{"x"}},
-		{HTTP: &HTTPSpec{URL: "http://h/", Method: "POST", Headers: map[string]string{"X-B": "2", "X-A": "1", "X-C": "3", "Accept": "*/*"}, Body: "{}", ExpectStatus: []int{200, 404}, InsecureSkipVerify: true, MaxResponseBytes: 1 << 20}},
+		{HTTP: &HTTPSpec{URL: "http://h/", Method: "POST", Headers: map[string]string{"X-B": "2", "X-A": "1", "X-C": "3", "Accept": "*/*"}, Body: `{"id":"a\\b"}`, ExpectStatus: []int{200, 404}, InsecureSkipVerify: true, MaxResponseBytes: 1 << 20}},
 		{HTTP: &HTTPSpec{URL: "http://h/", Method: "GET", Headers: map[string]string{}}},
 		{Exec: &ExecSpec{Command: []string{"true"}}},
 	}
@@ -38,6 +38,10 @@ func TestHashPlainHTTP(t *testing.T) {
 			h.ExpectStatus = append(h.ExpectStatus, 100+rng.IntN(500))
 		}
 		cases = append(cases, &Resolved{HTTP: h})
+	}
+	// A JSON request body is encoded by hand.
+	if _, ok := appendPlainHTTP(nil, cases[1]); !ok {
+		t.Fatalf("%+v is not encoded by hand", cases[1].HTTP)
 	}
 	byHand := 0
 	for _, r := range cases {

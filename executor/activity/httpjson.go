@@ -3,15 +3,17 @@ package activity
 import (
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // appendPlainJSON appends o as json.Marshal encodes it, when every string
 // in it (header names and values, body) is plain and its result is plain
 // compact JSON; ok is false otherwise, and the caller uses json.Marshal.
 //
-// Plain is printable ASCII without '"', '\\', '<', '>' and '&': the bytes
-// encoding/json writes as they are. A plain result holds no whitespace
-// either, so it is already as compact as json.Marshal makes a RawMessage.
+// Plain is printable ASCII without '<', '>' and '&': the bytes
+// encoding/json writes as they are ('"' and '\\' after a backslash). A
+// plain result holds no whitespace either, so it is already as compact as
+// json.Marshal makes a RawMessage.
 // Marshalling through reflection cost an http attempt about as much as
 // the rest of the runner's own work.
 func (o *httpOutputs) appendPlainJSON(b []byte) ([]byte, bool) {
@@ -58,10 +60,11 @@ func (o *httpOutputs) appendPlainJSON(b []byte) ([]byte, bool) {
 }
 
 // plainString reports whether encoding/json writes s between its quotes
-// as it is: printable ASCII other than '"', '\\', '<', '>' and '&'.
+// as it is but for '"' and '\\' (each after a backslash): printable
+// ASCII other than '<', '>' and '&'.
 func plainString(s string) bool {
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '<' || c == '>' || c == '&' {
 			return false
 		}
 	}
@@ -84,6 +87,15 @@ func plainRaw(v []byte) bool {
 // appendQuoted appends the plain string s as a JSON string.
 func appendQuoted(b []byte, s string) []byte {
 	b = append(b, '"')
+	for {
+		i := strings.IndexAny(s, `"\`)
+		if i < 0 {
+			break
+		}
+		b = append(b, s[:i]...)
+		b = append(b, '\\', s[i])
+		s = s[i+1:]
+	}
 	b = append(b, s...)
 	return append(b, '"')
 }

@@ -28,7 +28,7 @@ func TestHTTPOutputsEncoding(t *testing.T) {
 		return string(b)
 	}
 	cases := []*httpOutputs{
-		{Status: 200, Headers: map[string]string{}, Body: `{"ok":true}`, Result: results[1]},
+		{Status: 200, Headers: map[string]string{"Content-Type": "application/json", "Date": "Tue, 01 Dec 2026 21:26:12 GMT"}, Body: `{"ok":true}`, Result: results[1]},
 		{Status: 200, Body: "x"},
 		{Status: 503, Headers: map[string]string{"Content-Type": "text/plain", "Content-Length": "9"}, Body: "try again", BodyTruncated: true},
 		{Status: 200, Headers: map[string]string{"X-E": "5", "X-A": "1", "X-D": "4", "X-B": "2", "X-C": "3", "Date": "now"}, Body: "sorted keys"},
@@ -39,6 +39,10 @@ func TestHTTPOutputsEncoding(t *testing.T) {
 			o.Headers[word()] = word()
 		}
 		cases = append(cases, o)
+	}
+	// A JSON body, as most APIs answer, is encoded by hand.
+	if _, ok := cases[0].appendPlainJSON(nil); !ok {
+		t.Fatalf("%+v is not encoded by hand", cases[0])
 	}
 	fast := 0
 	for _, o := range cases {

@@ -29,7 +29,8 @@ func (r *Resolved) Hash() string {
 		}
 		h.Exec = &e
 	}
-	if b, ok := appendPlainHTTP(nil, r); ok {
+	var buf [512]byte
+	if b, ok := appendPlainHTTP(buf[:0], r); ok {
 		sum := sha256.Sum256(b)
 		return hex.EncodeToString(sum[:])
 	}

@@ -20,6 +20,11 @@ import (
 // moving or cloning the configuration directory, or reaching it through a
 // symlink, keeps every definition unchanged (SPEC §4.2).
 func (r *Resolved) Hash() string {
+	var buf [512]byte
+	if b, ok := appendPlainHTTP(buf[:0], r); ok {
+		sum := sha256.Sum256(b)
+		return hex.EncodeToString(sum[:])
+	}
 	h := *r
 	if r.Exec != nil {
 		e := *r.Exec
@@ -28,11 +33,6 @@ func (r *Resolved) Hash() string {
 			e.Dir = "."
 		}
 		h.Exec = &e
-	}
-	var buf [512]byte
-	if b, ok := appendPlainHTTP(buf[:0], r); ok {
-		sum := sha256.Sum256(b)
-		return hex.EncodeToString(sum[:])
 	}
 	// encoding/json sorts map keys, so the encoding is canonical.
 	b, err := json.Marshal(&h)

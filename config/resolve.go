@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/function"
 )
@@ -34,6 +35,11 @@ type kindResolver struct {
 	// found once (truncatedResultRefs checks them on each Resolve).
 	refsOnce   sync.Once
 	resultRefs []hcl.Traversal
+	// constant, when set, is what every evaluation gives: the block calls
+	// nothing and refers to nothing (constantAttrs), and this is what the
+	// load's evaluation gave, without a diagnostic. A run of 10,000
+	// literal urls spent a quarter of its core's time evaluating them.
+	constant *Resolved
 }
 
 // noUpstreamScope is the scope of an activity without upstreams or
@@ -42,6 +48,9 @@ type kindResolver struct {
 var noUpstreamScope = map[string]cty.Value{"activity": cty.EmptyObjectVal}
 
 func (r *kindResolver) resolve(a *Activity, upstream map[string]cty.Value) (*Resolved, hcl.Diagnostics) {
+	if r.constant != nil {
+		return r.constant, nil
+	}
 	b := newBudget(runLimits)
 	return r.eval(a, upstream, false, b, withBudgetLayer(r.funcs, b, r.calls))
 }
@@ -322,6 +331,29 @@ func isToken(s string) bool {
 	}
 	for _, r := range s {
 		if r > 0x7e || r <= ' ' || strings.ContainsRune("\"(),/:;<=>?@[\\]{}", r) {
+			return false
+		}
+	}
+	return true
+}
+
+// constantAttrs reports whether every expression of attrs is made of
+// literals only: no variable, no function call (no guard either), so
+// that its value is the same in any context, at load and at run time.
+func constantAttrs(attrs hcl.Attributes) bool {
+	for _, attr := range attrs {
+		sx, ok := attr.Expr.(hclsyntax.Expression)
+		if !ok || len(hclsyntax.Variables(sx)) > 0 {
+			return false
+		}
+		calls := false
+		_ = hclsyntax.VisitAll(sx, func(n hclsyntax.Node) hcl.Diagnostics {
+			if _, isCall := n.(*hclsyntax.FunctionCallExpr); isCall {
+				calls = true
+			}
+			return nil
+		})
+		if calls {
 			return false
 		}
 	}

@@ -385,7 +385,7 @@ func (c *Core) step(now time.Time, f func()) Ready {
 	}
 	c.now = now
 	// The step's events and starts go on where the last step's ended, in
-	// the same arrays (see emit): three 480-byte events per attempt, a
+	// the same arrays (see emit): three 432-byte events per attempt, a
 	// couple of attempts a step, otherwise grown from nothing every step.
 	c.out = Ready{Events: c.eventsFree, Start: c.startsFree}
 	f()

@@ -343,6 +343,11 @@ func (l *loader) loadActivity(w *Workflow, b *hcl.Block, names map[string]bool, 
 		// unknown, every value that does not depend on them is validated.
 		res, d := kr.eval(a, nil, true, l.budget, l.ctxWith)
 		l.addDiags(d)
+		if res != nil && len(d) == 0 && l.budget.err == nil && constantAttrs(kr.attrs) {
+			// Evaluating it again at run time would give the same (under
+			// limits looser than the load's, which it met).
+			kr.constant = res
+		}
 		a.resolver = kr
 		if res != nil && res.HTTP != nil {
 			a.maxResponseBytes = res.HTTP.MaxResponseBytes

@@ -59,7 +59,12 @@ func isGuard(name string) bool {
 }
 
 // guardFuncs returns the guard functions of budget b.
-func guardFuncs(b *budget) map[string]function.Function {
+func guardFuncs(b *budget) map[string]function.Function { return guardFuncsFor(b, nil) }
+
+// guardFuncsFor returns the guard functions of budget b that calls names
+// (calledFunctions), all of them when calls is nil: building the four
+// cost a run-time Resolve of a literal URL a third of its time.
+func guardFuncsFor(b *budget, calls map[string]bool) map[string]function.Function {
 	mk := func(check func(v cty.Value) *limitError) function.Function {
 		return function.New(&function.Spec{
 			Params: []function.Parameter{{
@@ -75,11 +80,31 @@ func guardFuncs(b *budget) map[string]function.Function {
 			},
 		})
 	}
-	return map[string]function.Function{
-		guardIn:    mk(func(v cty.Value) *limitError { return checkValue(b, v, plainCost) }),
-		guardUnify: mk(func(v cty.Value) *limitError { return checkValue(b, v, cost{tupleSquare: true}) }),
-		guardOut:   mk(func(v cty.Value) *limitError { return checkValue(b, v, cost{produced: true}) }),
-		guardFor: mk(func(v cty.Value) *limitError {
+	var out map[string]function.Function
+	for _, name := range [...]string{guardIn, guardUnify, guardOut, guardFor} {
+		if calls == nil || calls[name] {
+			if out == nil {
+				out = make(map[string]function.Function, 4)
+			}
+			out[name] = mk(guardCheck(b, name))
+		}
+	}
+	if out == nil {
+		// budgetFuncs adds to it.
+		out = map[string]function.Function{}
+	}
+	return out
+}
+
+// guardCheck is what the guard name checks, spending b.
+func guardCheck(b *budget, name string) func(v cty.Value) *limitError {
+	switch name {
+	case guardUnify:
+		return func(v cty.Value) *limitError { return checkValue(b, v, cost{tupleSquare: true}) }
+	case guardOut:
+		return func(v cty.Value) *limitError { return checkValue(b, v, cost{produced: true}) }
+	case guardFor:
+		return func(v cty.Value) *limitError {
 			if err := checkValue(b, v, plainCost); err != nil {
 				return err
 			}
@@ -87,8 +112,9 @@ func guardFuncs(b *budget) map[string]function.Function {
 				return b.spendSteps(int64(v.LengthInt()) * iterationSteps)
 			}
 			return nil
-		}),
+		}
 	}
+	return func(v cty.Value) *limitError { return checkValue(b, v, plainCost) }
 }
 
 // evaluate evaluates expr in ctx, whose functions must be bound to b (see

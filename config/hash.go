@@ -4,6 +4,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"slices"
+	"strconv"
+	"strings"
 )
 
 // Hash identifies what the activity does: its evaluated kind block and
@@ -17,6 +20,11 @@ import (
 // moving or cloning the configuration directory, or reaching it through a
 // symlink, keeps every definition unchanged (SPEC §4.2).
 func (r *Resolved) Hash() string {
+	var buf [512]byte
+	if b, ok := appendPlainHTTP(buf[:0], r); ok {
+		sum := sha256.Sum256(b)
+		return hex.EncodeToString(sum[:])
+	}
 	h := *r
 	if r.Exec != nil {
 		e := *r.Exec
@@ -54,4 +62,88 @@ func (r *Resolved) legacyHash() string {
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
+}
+
+// appendPlainHTTP appends the encoding json.Marshal gives r when r is an
+// http block whose strings are all plain (see plainString); ok is false
+// otherwise. Marshalling through reflection was most of a Hash, which
+// every first attempt of an activity computes.
+func appendPlainHTTP(b []byte, r *Resolved) ([]byte, bool) {
+	h := r.HTTP
+	if h == nil || r.Exec != nil || r.Sleep != nil || !plainString(h.URL) || !plainString(h.Method) || !plainString(h.Body) {
+		return nil, false
+	}
+	keys := make([]string, 0, len(h.Headers))
+	for k, v := range h.Headers {
+		if !plainString(k) || !plainString(v) {
+			return nil, false
+		}
+		keys = append(keys, k)
+	}
+	// encoding/json writes a map's keys in sorted order.
+	slices.Sort(keys)
+	quoted := func(b []byte, s string) []byte {
+		b = append(b, '"')
+		for {
+			i := strings.IndexAny(s, `"\`)
+			if i < 0 {
+				break
+			}
+			b = append(b, s[:i]...)
+			b = append(b, '\\', s[i])
+			s = s[i+1:]
+		}
+		b = append(b, s...)
+		return append(b, '"')
+	}
+	b = append(b, `{"http":{"url":`...)
+	b = quoted(b, h.URL)
+	b = append(b, `,"method":`...)
+	b = quoted(b, h.Method)
+	if len(keys) > 0 {
+		b = append(b, `,"headers":{`...)
+		for i, k := range keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = quoted(b, k)
+			b = append(b, ':')
+			b = quoted(b, h.Headers[k])
+		}
+		b = append(b, '}')
+	}
+	if h.Body != "" {
+		b = append(b, `,"body":`...)
+		b = quoted(b, h.Body)
+	}
+	if len(h.ExpectStatus) > 0 {
+		b = append(b, `,"expect_status":[`...)
+		for i, c := range h.ExpectStatus {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, int64(c), 10)
+		}
+		b = append(b, ']')
+	}
+	if h.InsecureSkipVerify {
+		b = append(b, `,"insecure_skip_verify":true`...)
+	}
+	if h.MaxResponseBytes != 0 {
+		b = append(b, `,"max_response_bytes":`...)
+		b = strconv.AppendInt(b, h.MaxResponseBytes, 10)
+	}
+	return append(b, "}}"...), true
+}
+
+// plainString reports whether encoding/json writes s between its quotes
+// as it is but for '"' and '\\' (each after a backslash): printable
+// ASCII other than '<', '>' and '&'.
+func plainString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }

@@ -46,7 +46,7 @@ type preCheck func(b *budget, args []cty.Value) error
 // (calledFunctions): only those are wrapped, which keeps a run-time
 // Resolve cheap.
 func budgetFuncs(base map[string]function.Function, lim limits, b *budget, calls map[string]bool) map[string]function.Function {
-	out := guardFuncs(b)
+	out := guardFuncsFor(b, calls)
 	checks := runChecks
 	if lim.cpu != nil {
 		checks = loadChecks
@@ -77,7 +77,8 @@ var (
 	runChecks  = preChecks(runLimits)
 )
 
-// calledFunctions returns the names of the functions exprs call.
+// calledFunctions returns the names of the functions exprs call, the
+// guards among them.
 func calledFunctions(exprs ...hcl.Expression) map[string]bool {
 	names := map[string]bool{}
 	for _, e := range exprs {
@@ -86,7 +87,7 @@ func calledFunctions(exprs ...hcl.Expression) map[string]bool {
 			continue
 		}
 		_ = hclsyntax.VisitAll(sx, func(n hclsyntax.Node) hcl.Diagnostics {
-			if call, isCall := n.(*hclsyntax.FunctionCallExpr); isCall && !isGuard(call.Name) {
+			if call, isCall := n.(*hclsyntax.FunctionCallExpr); isCall {
 				names[call.Name] = true
 			}
 			return nil

@@ -171,10 +171,6 @@ type resolver interface {
 	resolve(a *Activity, upstream map[string]cty.Value) (*Resolved, hcl.Diagnostics)
 }
 
-// Resolve evaluates the activity's kind block. upstream maps each upstream
-// activity name to its outputs object (see OutputsValue); a missing entry is
-// treated as unknown, which makes the result incomplete and is reported as
-// an error diagnostic.
 // DependsOnRange returns the range of a's first reference to upstream dep.
 func (a *Activity) DependsOnRange(dep string) (hcl.Range, bool) {
 	i, found := slices.BinarySearch(a.DependsOn, dep)
@@ -184,6 +180,11 @@ func (a *Activity) DependsOnRange(dep string) (hcl.Range, bool) {
 	return a.DependsOnRanges[i], true
 }
 
+// Resolve evaluates the activity's kind block. upstream maps each upstream
+// activity name to its outputs object (see OutputsValue); a missing entry is
+// treated as unknown, which makes the result incomplete and is reported as
+// an error diagnostic. The result of a block of literals is the same value
+// on every call: read it, never modify it.
 func (a *Activity) Resolve(upstream map[string]cty.Value) (*Resolved, hcl.Diagnostics) {
 	return a.resolver.resolve(a, upstream)
 }

@@ -42,3 +42,33 @@ workflow "w" {
 		}
 	}
 }
+
+// BenchmarkResolveLiteralURL evaluates the kind block of every activity
+// of the executor's BenchmarkHTTP10k: a literal url, no upstream. Such a
+// block resolves to the result its load kept (TestConstantResolve); this
+// is what evaluating it costs, as any block without upstreams does.
+func BenchmarkResolveLiteralURL(b *testing.B) {
+	cfg, diags := LoadFiles("bench", map[string][]byte{"main.wf.hcl": []byte(`
+workflow "w" {
+  activity "h1" {
+    http { url = "http://127.0.0.1:4567" }
+    retry {
+      backoff          = "fixed"
+      initial_interval = "10ms"
+      maximum_attempts = 2
+    }
+  }
+}
+`)}, LoadOptions{})
+	if diags.HasErrors() {
+		b.Fatal(diags)
+	}
+	a := cfg.Workflows[0].Activity("h1")
+	a.resolver.(*kindResolver).constant = nil
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, d := a.Resolve(nil); d.HasErrors() {
+			b.Fatal(d)
+		}
+	}
+}

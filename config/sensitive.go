@@ -90,7 +90,9 @@ func secretName(name string) bool {
 // httpSecrets returns the values of the request's query parameters and
 // headers that are named like secrets, and the credentials of an
 // Authorization-style value ("Bearer abc" gives "Bearer abc" and "abc").
-func httpSecrets(spec *HTTPSpec) []string {
+// u is spec.URL already parsed (nil: not parsed yet, or it does not
+// parse).
+func httpSecrets(spec *HTTPSpec, u *url.URL) []string {
 	var out []string
 	add := func(v string) {
 		out = append(out, v)
@@ -98,8 +100,18 @@ func httpSecrets(spec *HTTPSpec) []string {
 			out = append(out, strings.TrimSpace(cred))
 		}
 	}
-	if u, err := url.Parse(spec.URL); err == nil {
-		for name, vals := range u.Query() {
+	if u == nil {
+		if p, err := url.Parse(spec.URL); err == nil {
+			u = p
+		}
+	}
+	if u != nil {
+		// Query parses RawQuery; an empty one holds no names.
+		query := url.Values(nil)
+		if u.RawQuery != "" {
+			query = u.Query()
+		}
+		for name, vals := range query {
 			if secretName(name) {
 				for _, v := range vals {
 					add(v)

@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/wf-engine/wf/executor/core"
@@ -79,8 +80,18 @@ func (c *committer) run() {
 				break
 			}
 			ms := unsaved
-			for _, s := range steps {
-				ms = append(ms, s.Persist...)
+			if len(steps) == 1 && len(ms) == 0 {
+				// Commit reads the mutations and keeps none of them.
+				ms = steps[0].Persist
+			} else {
+				n := len(ms)
+				for _, s := range steps {
+					n += len(s.Persist)
+				}
+				ms = slices.Grow(ms, n-len(ms))
+				for _, s := range steps {
+					ms = append(ms, s.Persist...)
+				}
 			}
 			err := c.commit(ms)
 			if err != nil {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -139,6 +140,7 @@ func BenchmarkHTTP10k(b *testing.B) {
 	var ratios []float64
 	var launch []time.Duration
 	var wfCPU, rawCPU time.Duration
+	var wfMem, rawMem heapUse
 	for i := range b.N {
 		// Alternate which side goes first so both see the same load.
 		var wfD, rawD time.Duration
@@ -148,9 +150,10 @@ func BenchmarkHTTP10k(b *testing.B) {
 				timed := &timedRunner{AttemptRunner: runner}
 				var spans []commitSpan
 				commits.spans = &spans
-				cpu := processCPU()
+				cpu, mem := processCPU(), readHeapUse()
 				st, d := runHTTPWorkflow(b, cfg, httpParallelism, timed, &commits)
 				wfCPU += processCPU() - cpu
+				wfMem = wfMem.add(readHeapUse().sub(mem))
 				launch = append(launch, launchDelays(spans, timed.starts)...)
 				busy += time.Duration(timed.busy.Load())
 				wfD = d
@@ -161,9 +164,10 @@ func BenchmarkHTTP10k(b *testing.B) {
 				_ = runner.Close()
 			},
 			func() {
-				cpu := processCPU()
+				cpu, mem := processCPU(), readHeapUse()
 				rawD = rawHTTP(b, srv.srv.URL, httpCount, httpParallelism)
 				rawCPU += processCPU() - cpu
+				rawMem = rawMem.add(readHeapUse().sub(mem))
 				rawConns += srv.reset()
 			},
 		}
@@ -195,6 +199,13 @@ func BenchmarkHTTP10k(b *testing.B) {
 	// however well it hid its latencies.
 	b.ReportMetric(float64(wfCPU.Microseconds())/(n*httpCount), "wf_cpu_us/req")
 	b.ReportMetric(float64(rawCPU.Microseconds())/(n*httpCount), "raw_cpu_us/req")
+	// What each side allocated per request (whole process, server
+	// included; the config is loaded before): what drives the GC's share
+	// of the CPU above.
+	b.ReportMetric(float64(wfMem.bytes)/(n*httpCount), "wf_B/req")
+	b.ReportMetric(float64(wfMem.allocs)/(n*httpCount), "wf_allocs/req")
+	b.ReportMetric(float64(rawMem.bytes)/(n*httpCount), "raw_B/req")
+	b.ReportMetric(float64(rawMem.allocs)/(n*httpCount), "raw_allocs/req")
 	// From the end of a commit to the start of an attempt it made
 	// durable (a lower bound: see launchDelays): the hand-over to a
 	// worker.
@@ -211,6 +222,18 @@ func processCPU() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// heapUse is what the process has allocated: bytes and objects.
+type heapUse struct{ bytes, allocs uint64 }
+
+func readHeapUse() heapUse {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return heapUse{ms.TotalAlloc, ms.Mallocs}
+}
+
+func (h heapUse) sub(o heapUse) heapUse { return heapUse{h.bytes - o.bytes, h.allocs - o.allocs} }
+func (h heapUse) add(o heapUse) heapUse { return heapUse{h.bytes + o.bytes, h.allocs + o.allocs} }
 
 // rawHTTP makes n GET requests to url from parallelism goroutines with a
 // plain client, reading each body to the end.

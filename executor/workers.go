@@ -72,6 +72,7 @@ func (r *Run) runAttempt(a core.Attempt) attemptDone {
 		End:              res.End,
 		Outputs:          res.Outputs,
 		HeartbeatDetails: res.HeartbeatDetails,
+		Printed:          core.Printed(res.Printed),
 	}
 	if res.Failure != nil {
 		f := retry.Failure(*res.Failure)

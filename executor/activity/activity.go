@@ -25,6 +25,7 @@ import (
 	"os"
 	"runtime/debug"
 	"time"
+	"unicode/utf8"
 
 	"github.com/wf-engine/wf/config"
 )
@@ -121,6 +122,18 @@ type Result struct {
 	// HeartbeatDetails is the last non-empty content the attempt wrote to
 	// $WF_HEARTBEAT_FILE ("" when none).
 	HeartbeatDetails string
+	// Printed, when Known, is what decoding Outputs' stdout, stderr and
+	// body gives, so that the executor need not decode Outputs to show
+	// what the attempt printed. Set for http attempts whose body is valid
+	// UTF-8 (encoding replaces invalid bytes, which decoding would then
+	// show).
+	Printed Printed
+}
+
+// Printed is what an attempt printed, as its Outputs hold it.
+type Printed struct {
+	Known                bool
+	Stdout, Stderr, Body string
 }
 
 // Options configures a Runner. The zero value is usable.
@@ -254,16 +267,34 @@ func (r *Runner) Run(ctx context.Context, req Request) (res Result) {
 		f = &Failure{Type: TypeInvalidSpec, Message: "activity spec has no exec or http block", NonRetryable: true}
 	}
 
-	raw, err := json.Marshal(outputs)
-	if err != nil {
+	var printed Printed
+	raw, err := encodeOutputs(outputs)
+	switch {
+	case err != nil:
 		// Outputs hold only strings, numbers, maps and validated JSON, so
 		// this is a bug; keep the failure (if any) but say what went wrong.
 		raw = json.RawMessage("{}")
 		if f == nil {
 			f = &Failure{Type: TypeInternal, Message: fmt.Sprintf("encode outputs: %v", err)}
 		}
+	default:
+		if o, ok := outputs.(*httpOutputs); ok && utf8.ValidString(o.Body) {
+			// Its only field that decodes as stdout, stderr or body.
+			printed = Printed{Known: true, Body: o.Body}
+		}
 	}
-	return Result{Start: start, End: r.now(), Outputs: raw, Failure: f, HeartbeatDetails: details}
+	return Result{Start: start, End: r.now(), Outputs: raw, Failure: f, HeartbeatDetails: details, Printed: printed}
+}
+
+// encodeOutputs is json.Marshal(outputs), by hand for an http attempt's
+// outputs when that gives the same bytes.
+func encodeOutputs(outputs any) ([]byte, error) {
+	if o, ok := outputs.(*httpOutputs); ok {
+		if b, ok := o.appendPlainJSON(nil); ok {
+			return b, nil
+		}
+	}
+	return json.Marshal(outputs)
 }
 
 // attemptContext derives the per-attempt context: with a deadline when the

@@ -167,8 +167,15 @@ func (r *Runner) runHTTP(ctx context.Context, req Request) (any, *Failure) {
 		return struct{}{}, &Failure{Type: TypeHTTPInvalidRequest, Message: fmt.Sprintf("url %q: want an absolute http:// or https:// URL", spec.URL), NonRetryable: true}
 	}
 
-	actx, cancel := attemptContext(ctx, req.Timeout)
-	defer cancel()
+	// Without a timeout the attempt's context is the caller's: a context
+	// of its own would only register with (and lock) the run's, shared by
+	// every attempt in flight.
+	actx := ctx
+	if req.Timeout > 0 {
+		var cancel context.CancelFunc
+		actx, cancel = attemptContext(ctx, req.Timeout)
+		defer cancel()
+	}
 
 	var body io.Reader
 	if spec.Body != "" {
@@ -214,7 +221,7 @@ func (r *Runner) runHTTP(ctx context.Context, req Request) (any, *Failure) {
 	if spec.MaxResponseBytes > 0 {
 		limit = spec.MaxResponseBytes
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, limit))
+	data, err := readAll(io.LimitReader(resp.Body, limit), resp.ContentLength, limit)
 	out.Body = string(data)
 	if err != nil {
 		return out, httpErrorFailure(ctx, actx, req.Timeout, "read body: ", err)
@@ -246,6 +253,37 @@ func (r *Runner) runHTTP(ctx context.Context, req Request) (any, *Failure) {
 		f.RetryAfter, f.HasRetryAfter = d, true
 	}
 	return out, f
+}
+
+// presizeMax bounds the buffer readAll makes before any of the body came.
+const presizeMax = 64 << 10
+
+// readAll is io.ReadAll(r), starting with room for a body of the length
+// the response announced (when below limit) instead of 512 bytes: a small
+// body is then read without growing, or wasting, the buffer. At most
+// presizeMax is taken on the server's word; a longer body grows as it
+// arrives, as with io.ReadAll.
+func readAll(r io.Reader, announced, limit int64) ([]byte, error) {
+	size := int64(512)
+	if announced >= 0 && announced < limit {
+		// One byte more, so the read that finds the end does not grow it.
+		size = min(announced+1, presizeMax)
+	}
+	b := make([]byte, 0, size)
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return b, err
+		}
+		if len(b) == cap(b) {
+			// Let append pick how much more room to make.
+			b = append(b, 0)[:len(b)]
+		}
+	}
 }
 
 // httpErrorFailure types an error from sending the request or reading the

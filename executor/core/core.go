@@ -86,6 +86,17 @@ type Result struct {
 	// HeartbeatDetails is the last non-empty content the attempt wrote
 	// to $WF_HEARTBEAT_FILE ("" if none); the next attempt gets it.
 	HeartbeatDetails string
+	// Printed, when Known, is what decoding Outputs' stdout, stderr and
+	// body gives, as the runner knew it: the core then does not decode
+	// Outputs again to find what the attempt printed (a few µs an http
+	// attempt).
+	Printed Printed
+}
+
+// Printed is what an attempt printed, as its outputs hold it.
+type Printed struct {
+	Known                bool
+	Stdout, Stderr, Body string
 }
 
 // Orphan is what the shell found, and did, about an attempt that a

@@ -101,6 +101,9 @@ func (a *act) ruleRefIn(into *event.RuleRef) *event.RuleRef {
 // attemptOutput is the tail of what an attempt printed, from its
 // outputs; nil when it printed nothing.
 func attemptOutput(res Result) *event.Output {
+	if p := res.Printed; p.Known {
+		return event.NewOutput(p.Stdout, p.Stderr, p.Body)
+	}
 	if len(res.Outputs) == 0 {
 		return nil
 	}

@@ -129,6 +129,10 @@ type Core struct {
 	dirtyActs []*act
 	dirtyAtts []*record.Attempt
 	dirtyAtt  map[*record.Attempt]bool
+	// eventsFree and startsFree are the room left in the arrays the last
+	// step's events and starts were appended to (step).
+	eventsFree []event.Event
+	startsFree []Attempt
 }
 
 // New builds a core over the planned instances and their loaded state.
@@ -380,7 +384,10 @@ func (c *Core) step(now time.Time, f func()) Ready {
 		return Ready{Done: true, Status: c.status}
 	}
 	c.now = now
-	c.out = Ready{}
+	// The step's events and starts go on where the last step's ended, in
+	// the same arrays (see emit): three 432-byte events per attempt, a
+	// couple of attempts a step, otherwise grown from nothing every step.
+	c.out = Ready{Events: c.eventsFree, Start: c.startsFree}
 	f()
 	// Whatever the input, a timer due now fires now: an interrupted
 	// attempt arms one due at once, and its next attempt must not wait
@@ -402,7 +409,40 @@ func (c *Core) step(now time.Time, f func()) Ready {
 	}
 	out := c.out
 	c.out = Ready{}
+	// What is handed out is clipped, so that nothing appended to it
+	// (there, or here in the next step) writes into what the other holds.
+	c.eventsFree, out.Events = carve(out.Events)
+	c.startsFree, out.Start = carve(out.Start)
 	return out
+}
+
+// stepChunk is how many events (or starts) a new array holds: a few dozen
+// steps of small ones, at 30 KB of events.
+const stepChunk = 64
+
+// roomFor1 returns s with room to append one element: s itself while it
+// has capacity left, else a copy in a new array of at least stepChunk
+// elements. A new array is zero past its length (emitRecovered relies on
+// it).
+func roomFor1[T any](s []T) []T {
+	if len(s) < cap(s) {
+		return s
+	}
+	n := make([]T, len(s), max(2*len(s), stepChunk))
+	copy(n, s)
+	return n
+}
+
+// carve splits what a step appended to from the room left after it: the
+// step's part, clipped to its length (nil when empty, as a step that
+// appended nothing always returned), and the rest, empty, for the next
+// step to append to.
+func carve[T any](s []T) (rest, step []T) {
+	rest = s[len(s):]
+	if len(s) == 0 {
+		return rest, nil
+	}
+	return rest, s[:len(s):len(s)]
 }
 
 // flush turns everything marked dirty during the step into mutations.
@@ -472,7 +512,7 @@ func (c *Core) markAtt(att *record.Attempt) {
 	}
 }
 
-func (c *Core) emit(ev event.Event) { c.out.Events = append(c.out.Events, ev) }
+func (c *Core) emit(ev event.Event) { c.out.Events = append(roomFor1(c.out.Events), ev) }
 
 func (c *Core) find(addr, name string) *act {
 	in := c.byAddr[addr]

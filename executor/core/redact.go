@@ -25,6 +25,8 @@ func (c *Core) redact(a *act, res Result) Result {
 		return res
 	}
 	res.Outputs = a.red.JSON(res.Outputs)
+	// What it printed is then read from the redacted outputs.
+	res.Printed = Printed{}
 	if res.Failure != nil {
 		f := *res.Failure
 		f.Message = a.red.String(f.Message)

@@ -37,7 +37,12 @@ func (c *Core) pump() {
 }
 
 func (c *Core) startAttempt(a *act) {
-	upstream := make(map[string]cty.Value, len(a.cfg.ResolveDeps))
+	// nil when the kind block reads no upstream value (a fan-out's
+	// activities): a map it never reads was an allocation per attempt.
+	var upstream map[string]cty.Value
+	if len(a.cfg.ResolveDeps) > 0 {
+		upstream = make(map[string]cty.Value, len(a.cfg.ResolveDeps))
+	}
 	for _, u := range a.up {
 		// Only what the kind block reads: the value of an upstream named
 		// by depends_on alone is never used, and that of a fan-out
@@ -120,7 +125,7 @@ func (c *Core) startAttempt(a *act) {
 	c.markAct(a)
 	a.phase = phaseRunning
 	c.running++
-	c.out.Start = append(c.out.Start, Attempt{
+	c.out.Start = append(roomFor1(c.out.Start), Attempt{
 		Workflow:       r.Workflow,
 		Instance:       r.Instance,
 		Activity:       r.Name,

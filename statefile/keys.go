@@ -124,7 +124,14 @@ func attemptPrefix(workflow, key, activity string) []byte {
 }
 
 func attemptKey(workflow, key, activity string, generation, number int) []byte {
-	b := attemptPrefix(workflow, key, activity)
+	// Sized for the whole key (written on every attempt): growing the
+	// prefix's slice would copy it once more.
+	b := make([]byte, 0, 1+len(workflow)+len(key)+len(activity)+6+16)
+	b = append(b, tableAttempt)
+	b = appendName(appendName(b, workflow), key)
+	if activity != "" { // as attemptPrefix
+		b = appendName(b, activity)
+	}
 	b = appendUint(b, generation)
 	return appendUint(b, number)
 }

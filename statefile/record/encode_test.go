@@ -84,7 +84,22 @@ func randAttempt(r *rand.Rand) *Attempt {
 		Generation: r.IntN(5), Number: r.IntN(1000), IdempotencyKey: randStr(r),
 		Start: randTime(r), End: randTime(r), Outcome: Outcome(randStr(r)), Error: randError(r),
 		Wait: time.Duration(r.Int64N(1e12)), HasWait: r.IntN(2) == 0, WaitSource: randStr(r), FiredBy: randStr(r),
+		Output: randOutput(r),
 	}
+}
+
+// randOutput is nil a third of the time, else any subset of its fields.
+func randOutput(r *rand.Rand) *Output {
+	if r.IntN(3) == 0 {
+		return nil
+	}
+	n := func() int {
+		if r.IntN(2) == 0 {
+			return 0
+		}
+		return r.IntN(1 << 20)
+	}
+	return &Output{Stdout: randStr(r), StdoutBytes: n(), Stderr: randStr(r), StderrBytes: n(), Body: randStr(r), BodyBytes: n()}
 }
 
 // TestEncodersMatchEncodingJSON: the hand-written encoders produce the

@@ -169,8 +169,7 @@ func (m *Metrics) WriteFile(path string) (err error) {
 	return nil
 }
 
-// fileErr names path, not the temporary file, so that a lasting failure
-// reads the same each time (FileWriter says it once).
+// fileErr names path, not the temporary file, and the step that failed.
 func fileErr(path string, err error) error {
 	var pe *fs.PathError
 	var le *os.LinkError
@@ -192,7 +191,7 @@ type FileWriter struct {
 	done  chan struct{}
 	once  sync.Once
 	mu    sync.Mutex
-	last  string // the last error reported, so a lasting one is said once
+	last  string // the cause of the last failure (failureCause), so a lasting one is said once
 	final error
 }
 
@@ -227,15 +226,31 @@ func (fw *FileWriter) write() error {
 	err := fw.m.WriteFile(fw.path)
 	fw.mu.Lock()
 	defer fw.mu.Unlock()
-	msg := ""
-	if err != nil {
-		msg = err.Error()
-	}
-	if msg != fw.last && err != nil && fw.warn != nil {
+	cause := failureCause(err)
+	if cause != fw.last && err != nil && fw.warn != nil {
 		fw.warn(err)
 	}
-	fw.last = msg
+	fw.last = cause
 	return err
+}
+
+// failureCause is what a lasting failure of WriteFile keeps saying
+// whatever step of the write meets it: the innermost error ("no such file
+// or directory"), without the step ("open", "rename"). A directory taken
+// away while a write is between its create and its rename fails that
+// write at the rename and the next ones at the create: one failure, said
+// once. "" for nil.
+func failureCause(err error) string {
+	if err == nil {
+		return ""
+	}
+	for {
+		inner := errors.Unwrap(err)
+		if inner == nil {
+			return err.Error()
+		}
+		err = inner
+	}
 }
 
 // Close stops the periodic writes and writes the file a last time; call it

@@ -166,10 +166,10 @@ func TestLoadDeferredIsTheWholeLoad(t *testing.T) {
 		t.Fatal("3,000 activities not deferred")
 	}
 	for _, bad := range []string{
-		strings.Replace(src, `"a2500" {`, `"a2500" {`+"\n    retry = [", 1), // a syntax error
+		strings.Replace(src, `"a2500" {`, `"a2500" {`+"\n    retry = [", 1),      // a syntax error
 		strings.Replace(src, `"a2500" {`, `"a2500" {`+"\n    sleep {\n    }", 1), // a second kind, no duration
 		strings.Replace(src, `"a2500" {`, `"a2500" {`+"\n    exec\n    {}", 1),   // not what the scan follows
-		strings.Replace(src, `"a2500" {`, `"a2500" {`+"\n    x = 1", 1),         // an unknown argument
+		strings.Replace(src, `"a2500" {`, `"a2500" {`+"\n    x = 1", 1),          // an unknown argument
 	} {
 		checkDeferredLoad(t, []byte(bad), parseChunkBytes)
 	}

@@ -269,7 +269,8 @@ func (l *loader) loadActivity(w *Workflow, b *hcl.Block, names map[string]bool, 
 		if kc != nil {
 			kindScope := refScope
 			attrsOK := true
-			for _, attr := range sortedAttrs(kc.Attributes) {
+			sorted := sortedAttrs(kc.Attributes)
+			for _, attr := range sorted {
 				refs, ok := l.checkRefs(attr.Expr, kindScope)
 				attrsOK = attrsOK && ok
 				deps = append(deps, refs...)
@@ -292,7 +293,7 @@ func (l *loader) loadActivity(w *Workflow, b *hcl.Block, names map[string]bool, 
 			if attrsOK {
 				kr = &kindResolver{
 					kind:     a.Kind,
-					attrs:    kc.Attributes,
+					attrs:    sorted,
 					defRange: kb.DefRange,
 					vars:     l.staticVars(),
 					funcs:    l.runFuncs,

@@ -69,6 +69,9 @@ func (l *loader) loadWorkflows(blocks []*hcl.Block) []*Workflow {
 		if w := l.loadWorkflow(name, b); w != nil {
 			out = append(out, w)
 		}
+		if l.restart {
+			return nil
+		}
 	}
 	return out
 }
@@ -98,11 +101,19 @@ func (l *loader) loadWorkflow(name string, b *hcl.Block) *Workflow {
 	// it.
 	// Sized for every block at once: grown one activity at a time, the
 	// maps of 10,000 activities allocated twice what they hold.
+	var def *deferredBody
+	if body, ok := b.Body.(*hclsyntax.Body); ok && l.deferred != nil {
+		def = l.deferred[body]
+		delete(l.deferred, body)
+	}
 	n := len(content.Blocks)
+	first := make(map[string]hcl.Range, n)
+	if def != nil {
+		n += def.count
+	}
 	names := make(map[string]bool, n)
 	kinds := make(map[string]Kind, n)
 	forEach := map[string]bool{}
-	first := make(map[string]hcl.Range, n)
 	var blocks, outputs, moved []*hcl.Block
 	for _, ab := range content.Blocks {
 		switch ab.Type {
@@ -140,6 +151,7 @@ func (l *loader) loadWorkflow(name string, b *hcl.Block) *Workflow {
 		}
 		blocks = append(blocks, ab)
 	}
+	def.declare(names, kinds, forEach)
 	// Each activity's syntax is let go once it is loaded: an Activity
 	// keeps only the expressions it evaluates later, but the workflow's
 	// body, and the content read from it, would hold every activity's
@@ -149,7 +161,7 @@ func (l *loader) loadWorkflow(name string, b *hcl.Block) *Workflow {
 	if body, ok := b.Body.(*hclsyntax.Body); ok {
 		body.Blocks = nil
 	}
-	w.index = make(map[string]*Activity, len(blocks))
+	w.index = make(map[string]*Activity, n)
 	for i, ab := range blocks {
 		blocks[i] = nil
 		guardActivity(ab)
@@ -157,6 +169,9 @@ func (l *loader) loadWorkflow(name string, b *hcl.Block) *Workflow {
 			w.Activities = append(w.Activities, a)
 			w.index[a.Name] = a
 		}
+	}
+	if def != nil && !l.loadDeferred(w, def, names, kinds, forEach) {
+		return nil
 	}
 	l.loadOutputs(w, outputs, scope{activities: names, kinds: kinds, forEach: forEach})
 	l.loadMoved(w, moved, w.index)
@@ -254,7 +269,8 @@ func (l *loader) loadActivity(w *Workflow, b *hcl.Block, names map[string]bool, 
 		if kc != nil {
 			kindScope := refScope
 			attrsOK := true
-			for _, attr := range sortedAttrs(kc.Attributes) {
+			sorted := sortedAttrs(kc.Attributes)
+			for _, attr := range sorted {
 				refs, ok := l.checkRefs(attr.Expr, kindScope)
 				attrsOK = attrsOK && ok
 				deps = append(deps, refs...)
@@ -277,7 +293,7 @@ func (l *loader) loadActivity(w *Workflow, b *hcl.Block, names map[string]bool, 
 			if attrsOK {
 				kr = &kindResolver{
 					kind:     a.Kind,
-					attrs:    kc.Attributes,
+					attrs:    sorted,
 					defRange: kb.DefRange,
 					vars:     l.staticVars(),
 					funcs:    l.runFuncs,

@@ -38,13 +38,25 @@ const parseChunkBytes = 2 << 10
 // it expects. The caller then parses the file whole, so that every
 // diagnostic is the one HCL gives.
 func parseChunked(src []byte, filename string, chunk int) (*hcl.File, bool) {
-	p := chunkParser{src: src, filename: filename, chunk: chunk, line: 1}
+	f, _, ok := parseChunkedDeferring(src, filename, chunk, false)
+	return f, ok
+}
+
+// parseChunkedDeferring is parseChunked that, if deferring, leaves the
+// plain activity blocks of the file's large workflow blocks out of the
+// tree and returns them by body, for the loader to parse as it loads them
+// (deferred.go).
+func parseChunkedDeferring(src []byte, filename string, chunk int, deferring bool) (*hcl.File, map[*hclsyntax.Body]*deferredBody, bool) {
+	p := &chunkParser{src: src, filename: filename, chunk: chunk, line: 1}
+	if deferring {
+		p.deferred = map[*hclsyntax.Body]*deferredBody{}
+	}
 	f, ok := p.parse(0, len(src))
 	if !ok {
-		return nil, false
+		return nil, nil, false
 	}
 	f.Bytes = src
-	return f, true
+	return f, p.deferred, true
 }
 
 type chunkParser struct {
@@ -54,6 +66,9 @@ type chunkParser struct {
 	// at and line: the last position pos found, where the next one
 	// (usually further on) starts counting.
 	at, line int
+	// deferred, when not nil, receives the activities of the file's large
+	// workflow blocks, left out of the tree (deferred.go).
+	deferred map[*hclsyntax.Body]*deferredBody
 }
 
 // pos is the position of offset, which starts a line: lines are counted in
@@ -125,6 +140,18 @@ func (p *chunkParser) parse(lo, hi int) (*hcl.File, bool) {
 		if block == nil || block.CloseBraceRange.Start.Byte != b.close ||
 			len(block.Body.Attributes) != 0 || len(block.Body.Blocks) != 0 {
 			return nil, false
+		}
+		if p.deferred != nil && lo == 0 && block.Type == "workflow" {
+			// A workflow block of the file itself (lo is 0 only for
+			// the whole file).
+			def, ok := p.fillDeferred(block.Body, b.lo, b.hi)
+			if !ok {
+				return nil, false
+			}
+			if def != nil {
+				p.deferred[block.Body] = def
+				continue
+			}
 		}
 		if !p.fill(block.Body, b.lo, b.hi) {
 			return nil, false

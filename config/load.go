@@ -85,6 +85,13 @@ func Load(dir string, opts LoadOptions) (*Config, hcl.Diagnostics) {
 // (e.g. "main.wf.hcl", "prod.auto.wfvars") to their contents. -var-file
 // paths are looked up in files first and read from disk otherwise.
 func LoadFiles(dir string, files map[string][]byte, opts LoadOptions) (*Config, hcl.Diagnostics) {
+	return loadFiles(dir, files, opts, parseChunkBytes, true)
+}
+
+// loadFiles is LoadFiles parsing large files in pieces of chunk bytes and,
+// if deferring, loading a large workflow's activities as it parses them
+// (deferred.go); tests compare it with the whole parse.
+func loadFiles(dir string, files map[string][]byte, opts LoadOptions, chunk int, deferring bool) (*Config, hcl.Diagnostics) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		abs = filepath.Clean(dir)
@@ -95,20 +102,33 @@ func LoadFiles(dir string, files map[string][]byte, opts LoadOptions) (*Config, 
 	} else {
 		defer lockCPUClock()()
 	}
-	b := newBudget(lim)
-	base := baseFunctions()
-	l := &loader{
-		dir:      dir,
-		absDir:   abs,
-		opts:     opts,
-		files:    files,
-		sources:  make(map[string][]byte),
-		funcs:    withBudget(base, lim, b),
-		guards:   guardFuncs(b),
-		runFuncs: base,
-		budget:   b,
+	var l *loader
+	var cfg *Config
+	for {
+		b := newBudget(lim)
+		base := baseFunctions()
+		l = &loader{
+			dir:       dir,
+			absDir:    abs,
+			opts:      opts,
+			files:     files,
+			chunk:     chunk,
+			deferring: deferring,
+			sources:   make(map[string][]byte),
+			funcs:     withBudget(base, lim, b),
+			guards:    guardFuncs(b),
+			runFuncs:  base,
+			budget:    b,
+		}
+		cfg = l.load()
+		if !l.restart {
+			break
+		}
+		// A deferred activity did not parse as its scan said: load
+		// again, everything parsed first, for the whole parse's
+		// diagnostics in their order.
+		deferring = false
 	}
-	cfg := l.load()
 	if red := NewRedactor(l.secrets()); red != nil {
 		// No diagnostic quotes a sensitive variable's value, wherever
 		// it was evaluated (an enum, a duration, a URL).
@@ -129,6 +149,15 @@ type loader struct {
 	absDir string
 	opts   LoadOptions
 	files  map[string][]byte
+	// chunk is the size of the pieces a large file is parsed in.
+	chunk int
+	// deferring lets parseConfigFile leave a large workflow's plain
+	// activity blocks out of the tree, for loadWorkflow to parse as it
+	// loads them: deferred holds them by the workflow's body. restart is
+	// set when one of them did not parse as scanned (deferred.go).
+	deferring bool
+	deferred  map[*hclsyntax.Body]*deferredBody
+	restart   bool
 
 	sources map[string][]byte
 	diags   hcl.Diagnostics
@@ -204,7 +233,7 @@ func (l *loader) load() *Config {
 		fn := l.diagName(name)
 		src := l.files[name]
 		l.sources[fn] = src
-		f, d := parseConfig(src, fn)
+		f, d := l.parseConfigFile(src, fn)
 		l.addDiags(d)
 		if d.HasErrors() || f == nil {
 			continue
@@ -234,6 +263,12 @@ func (l *loader) load() *Config {
 	l.loadBreakers(byType["circuit_breaker"])
 	l.loadPolicies(byType["retry_policy"])
 	workflows := l.loadWorkflows(byType["workflow"])
+	if !l.restart {
+		l.checkDeferred()
+	}
+	if l.restart {
+		return nil
+	}
 
 	cfg := &Config{
 		Dir:       l.absDir,
@@ -322,13 +357,34 @@ func (l *loader) secrets() []string {
 // in the language quickScan follows is parsed in pieces (parseChunked),
 // any other whole.
 func parseConfig(src []byte, filename string) (*hcl.File, hcl.Diagnostics) {
+	f, _, d := parseConfigDeferring(src, filename, parseChunkBytes, false)
+	return f, d
+}
+
+// parseConfigFile is parseConfig of a configuration file, in the loader's
+// pieces, its deferred activities kept in l.deferred.
+func (l *loader) parseConfigFile(src []byte, filename string) (*hcl.File, hcl.Diagnostics) {
+	f, def, d := parseConfigDeferring(src, filename, l.chunk, l.deferring)
+	for body, db := range def {
+		if l.deferred == nil {
+			l.deferred = map[*hclsyntax.Body]*deferredBody{}
+		}
+		l.deferred[body] = db
+	}
+	return f, d
+}
+
+// parseConfigDeferring is parseConfig in pieces of chunk bytes, with the
+// activities it deferred if deferring (parseChunkedDeferring).
+func parseConfigDeferring(src []byte, filename string, chunk int, deferring bool) (*hcl.File, map[*hclsyntax.Body]*deferredBody, hcl.Diagnostics) {
 	d, quick := prescanConfigQuick(src, filename)
 	if d.HasErrors() {
-		return nil, d
+		return nil, nil, d
 	}
 	var f *hcl.File
-	if quick && len(src) > parseChunkBytes {
-		f, _ = parseChunked(src, filename, parseChunkBytes)
+	var def map[*hclsyntax.Body]*deferredBody
+	if quick && len(src) > chunk {
+		f, def, _ = parseChunkedDeferring(src, filename, chunk, deferring)
 	}
 	if f == nil {
 		f, d = hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
@@ -336,7 +392,7 @@ func parseConfig(src []byte, filename string) (*hcl.File, hcl.Diagnostics) {
 	if f != nil {
 		guardFile(f)
 	}
-	return f, d
+	return f, def, d
 }
 
 // staticVars is the variable scope of what is evaluated after the locals

@@ -44,6 +44,8 @@ func TestLayering(t *testing.T) {
 		{pkg: "config", forbidden: []string{badger, tea, tui, state, module + "/executor", module + "/planner"}},
 		// Synthetic configurations for scale tests: text, nothing of wf.
 		{pkg: "config/configtest", ownAllowed: []string{module + "/config/configtest"}},
+		// JSON as encoding/json writes it, by hand: nothing of wf.
+		{pkg: "config/jsontext", ownAllowed: []string{module + "/config/jsontext"}},
 		{pkg: "planner", forbidden: []string{badger, tea, tui, module + "/executor"}},
 		{pkg: "statefile/record", forbidden: []string{badger, tea, tui}},
 		{pkg: "executor/event", forbidden: []string{badger, tea, tui, state, module + "/config", prom}},
@@ -65,7 +67,7 @@ func TestLayering(t *testing.T) {
 		{pkg: "executor/temporal", forbidden: []string{badger, tea, tui, state + "$", module + "/planner"}},
 	}
 	// Only the Temporal shell and the commands may use the Temporal SDK.
-	for _, pkg := range []string{"retry", "config", "planner", "statefile", "statefile/record", "executor/event", "executor/activity", "executor/proc"} {
+	for _, pkg := range []string{"retry", "config", "config/jsontext", "planner", "statefile", "statefile/record", "executor/event", "executor/activity", "executor/proc"} {
 		tests = append(tests, struct {
 			pkg        string
 			forbidden  []string

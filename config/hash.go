@@ -4,9 +4,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"slices"
 	"strconv"
-	"strings"
+
+	"github.com/wf-engine/wf/config/jsontext"
 )
 
 // Hash identifies what the activity does: its evaluated kind block and
@@ -65,56 +65,29 @@ func (r *Resolved) legacyHash() string {
 }
 
 // appendPlainHTTP appends the encoding json.Marshal gives r when r is an
-// http block whose strings are all plain (see plainString); ok is false
+// http block whose strings are all plain (see jsontext.Plain); ok is false
 // otherwise. Marshalling through reflection was most of a Hash, which
 // every first attempt of an activity computes.
 func appendPlainHTTP(b []byte, r *Resolved) ([]byte, bool) {
 	h := r.HTTP
-	if h == nil || r.Exec != nil || r.Sleep != nil || !plainString(h.URL) || !plainString(h.Method) || !plainString(h.Body) {
+	if h == nil || r.Exec != nil || r.Sleep != nil || !jsontext.Plain(h.URL) || !jsontext.Plain(h.Method) || !jsontext.Plain(h.Body) {
 		return nil, false
 	}
-	keys := make([]string, 0, len(h.Headers))
-	for k, v := range h.Headers {
-		if !plainString(k) || !plainString(v) {
-			return nil, false
-		}
-		keys = append(keys, k)
-	}
-	// encoding/json writes a map's keys in sorted order.
-	slices.Sort(keys)
-	quoted := func(b []byte, s string) []byte {
-		b = append(b, '"')
-		for {
-			i := strings.IndexAny(s, `"\`)
-			if i < 0 {
-				break
-			}
-			b = append(b, s[:i]...)
-			b = append(b, '\\', s[i])
-			s = s[i+1:]
-		}
-		b = append(b, s...)
-		return append(b, '"')
+	keys, ok := jsontext.PlainKeys(h.Headers)
+	if !ok {
+		return nil, false
 	}
 	b = append(b, `{"http":{"url":`...)
-	b = quoted(b, h.URL)
+	b = jsontext.AppendQuoted(b, h.URL)
 	b = append(b, `,"method":`...)
-	b = quoted(b, h.Method)
+	b = jsontext.AppendQuoted(b, h.Method)
 	if len(keys) > 0 {
-		b = append(b, `,"headers":{`...)
-		for i, k := range keys {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = quoted(b, k)
-			b = append(b, ':')
-			b = quoted(b, h.Headers[k])
-		}
-		b = append(b, '}')
+		b = append(b, `,"headers":`...)
+		b = jsontext.AppendObject(b, h.Headers, keys)
 	}
 	if h.Body != "" {
 		b = append(b, `,"body":`...)
-		b = quoted(b, h.Body)
+		b = jsontext.AppendQuoted(b, h.Body)
 	}
 	if len(h.ExpectStatus) > 0 {
 		b = append(b, `,"expect_status":[`...)
@@ -134,16 +107,4 @@ func appendPlainHTTP(b []byte, r *Resolved) ([]byte, bool) {
 		b = strconv.AppendInt(b, h.MaxResponseBytes, 10)
 	}
 	return append(b, "}}"...), true
-}
-
-// plainString reports whether encoding/json writes s between its quotes
-// as it is but for '"' and '\\' (each after a backslash): printable
-// ASCII other than '<', '>' and '&'.
-func plainString(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '<' || c == '>' || c == '&' {
-			return false
-		}
-	}
-	return true
 }

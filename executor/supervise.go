@@ -2,7 +2,6 @@ package executor
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 
 	"github.com/wf-engine/wf/executor/core"
@@ -58,8 +57,9 @@ func (r *Run) recordSpawn(a core.Attempt, pid int) error {
 // running in the planned instances, whether the activity resumes, starts
 // over, changed kind or is no longer configured (an http attempt has no
 // process: the scan simply finds none), and reports by instance address
-// and activity name what it did.
-func endOrphans(opts Options, ss spawnStore, acts map[string]map[string]*record.Activity) (map[string]map[string]core.Orphan, error) {
+// and activity name what it did. running holds, by instance address, the
+// names of the records that say so, in name order (runningNames).
+func endOrphans(opts Options, ss spawnStore, acts map[string]map[string]*record.Activity, running map[string][]string) (map[string]map[string]core.Orphan, error) {
 	type ref struct {
 		addr, name string
 		number     int
@@ -72,14 +72,7 @@ func endOrphans(opts Options, ss spawnStore, acts map[string]map[string]*record.
 		wf := in.Workflow
 		addr := wf.Address()
 		var spawns map[string]*record.Spawn
-		// Only the running ones are sorted: a large state is mostly not.
-		var running []string
-		for name, rec := range acts[addr] {
-			if rec != nil && rec.Status == record.StatusRunning {
-				running = append(running, name)
-			}
-		}
-		slices.Sort(running)
+		running := running[addr]
 		for _, name := range running {
 			rec := acts[addr][name]
 			if spawns == nil && ss != nil {

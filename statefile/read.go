@@ -265,7 +265,8 @@ func (rc *rawChunk) decode(ab *record.ActivityBatch, kb []byte, check func(key [
 // arrays per decoder (record.ActivityBatch).
 func (s *Store) readActivities(what string, scan func(snap *snapshot, add func(c *cursor, key []byte) error) error, check func(key []byte, r *record.Activity, kb []byte) ([]byte, error)) ([]*record.Activity, error) {
 	work := make(chan *rawChunk, 64)
-	free := make(chan rawBufs, 8)
+	s.rawOnce.Do(func() { s.rawFree = make(chan rawBufs, 8) })
+	free := s.rawFree
 	var chunks []*rawChunk
 	var wg sync.WaitGroup
 	for range runtime.GOMAXPROCS(0) {
@@ -275,7 +276,8 @@ func (s *Store) readActivities(what string, scan func(snap *snapshot, add func(c
 			for rc := range work {
 				kb = rc.decode(&ab, kb, check)
 				// The records copied what they keep: the buffers go to a
-				// next chunk, or to the collector.
+				// next chunk (of this read or a later one), or to the
+				// collector.
 				select {
 				case free <- rawBufs{keys: rc.keys[:0], vals: rc.vals[:0], ends: rc.ends[:0]}:
 				default:

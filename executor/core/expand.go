@@ -39,9 +39,6 @@ type actExt struct {
 	// something before them failed), skippedUp those skipped otherwise.
 	counted                      bool
 	pending, failedUp, skippedUp int
-	// val and cval cache what downstream expressions see of the node
-	// once it has ended (upstreamValue).
-	val, cval cty.Value
 	// red removes the activity's secrets from what its attempts print.
 	red *config.Redactor
 }
@@ -128,7 +125,7 @@ func (c *Core) buildInstance(in *inst, spec Instance) {
 // newAct makes the node of one activity or element.
 func (c *Core) newAct(in *inst, ac *config.Activity, modes map[string]Mode) *act {
 	// A node from the slab is zero, like a new one: set field by field,
-	// not as a literal, which is built aside and copied over 400-odd
+	// not as a literal, which is built aside and copied over 300-odd
 	// bytes with a write barrier over all of them while the collector
 	// runs (100,000 nodes at start-up).
 	a := c.slab.act()
@@ -351,9 +348,10 @@ func (c *Core) planInfos(acts []*act) []event.ActivityInfo {
 // (condition); for a group, the map of its elements' values. Cached once
 // u has ended, since it no longer changes.
 func (c *Core) upstreamValue(u *act, condition bool) (cty.Value, error) {
-	cache := &u.val
+	late := u.lateFields()
+	cache := &late.val
 	if condition {
-		cache = &u.cval
+		cache = &late.cval
 	}
 	if *cache != cty.NilVal {
 		return *cache, nil

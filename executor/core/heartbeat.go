@@ -52,13 +52,13 @@ func (c *Core) heartbeat(h Heartbeat) {
 	}
 	if d := boundDetails(h.Details); d != "" && d != a.rec.HeartbeatDetails {
 		a.rec.HeartbeatDetails = d
-		if a.detailsSaved.IsZero() || c.now.Sub(a.detailsSaved) >= heartbeatEvery {
-			a.detailsSaved = c.now
+		if l := a.lateFields(); l.detailsSaved.IsZero() || c.now.Sub(l.detailsSaved) >= heartbeatEvery {
+			l.detailsSaved = c.now
 			c.markAct(a)
 		}
 	}
-	if a.beatShown.IsZero() || c.now.Sub(a.beatShown) >= heartbeatEvery {
-		a.beatShown = c.now
+	if l := a.lateFields(); l.beatShown.IsZero() || c.now.Sub(l.beatShown) >= heartbeatEvery {
+		l.beatShown = c.now
 		ev := c.ev(a, event.Heartbeat)
 		ev.Attempt = h.Number
 		ev.HeartbeatDetails = cutDetails(a.rec.HeartbeatDetails, event.HeartbeatDetailsTail)

@@ -159,9 +159,13 @@ func TestChaosKills(t *testing.T) {
 	began := time.Now()
 	round, kills, runs, storeBugs := 0, 0, 0, 0
 	roundVar := func() string { return "round=" + strconv.Itoa(round) }
+	// procs are the runs so far: what their attempts ended in goes into
+	// a failure's message (chaosEnds).
+	var procs []*durProc
 	for kills < chaosKills {
 		runs++
 		p := durStart(t, dir, "-var", roundVar())
+		procs = append(procs, p)
 		// Kills land once the run has begun (its plan event is out):
 		// in recovery, mid-attempt, in a backoff, mid-commit. Kills while
 		// the state store opens are the store's own tests' business.
@@ -213,7 +217,7 @@ func TestChaosKills(t *testing.T) {
 					t.Logf("run %d: KNOWN STATE STORE BUG: Badger's open failed on a memtable file created just before the kill (badger#2207); running again", runs)
 					continue
 				}
-				t.Fatalf("run %d (round %d) exited %d; stderr:\n%s\nstate files:\n%s", runs, round, p.exit, p.stderr.String(), listDB(dir))
+				t.Fatalf("run %d (round %d) exited %d; stderr:\n%s\nlast events:\n%s\nhow the attempts of every run ended:\n%s\nthe activities' own log and counters:\n%s\nstate files:\n%s", runs, round, p.exit, p.stderr.String(), p.lastEvents(20), chaosEnds(procs), chaosTrail(dir), listDB(dir))
 			}
 		}
 		p.kill9(t)
@@ -317,6 +321,43 @@ func checkChaosLog(t *testing.T, lines []chaosLine) {
 		}
 	}
 	t.Logf("%d activity executions, %d side effects, %d overlaps", len(by), effects, overlaps)
+}
+
+// chaosEnds lists how every attempt of the runs ended, run by run: the
+// engine's side of what chaosTrail shows.
+func chaosEnds(procs []*durProc) string {
+	var b strings.Builder
+	for i, p := range procs {
+		p.mu.Lock()
+		for _, ev := range p.events {
+			switch ev["type"] {
+			case "attempt_started", "attempt_failed", "attempt_succeeded", "orphan_ended", "activity_failed":
+				errType := ""
+				if e, ok := ev["error"].(map[string]any); ok {
+					errType = fmt.Sprint(e["type"], " ", e["message"])
+				}
+				fmt.Fprintf(&b, "  run %d %s %v %s attempt %v %v %s\n", i+1, ev["@timestamp"], ev["instance"], ev["activity"], ev["attempt"], ev["type"], errType)
+			}
+		}
+		p.mu.Unlock()
+	}
+	return b.String()
+}
+
+// chaosTrail is what the activities themselves wrote (their log of starts
+// and side effects, and the counters of their failures), for a failure
+// message: it tells an attempt the engine ran twice from one the activity
+// counted wrong.
+func chaosTrail(dir string) string {
+	var b strings.Builder
+	log, _ := os.ReadFile(filepath.Join(dir, "log"))
+	b.Write(log)
+	counters, _ := filepath.Glob(filepath.Join(dir, "count.*"))
+	for _, c := range counters {
+		n, _ := os.ReadFile(c)
+		fmt.Fprintf(&b, "%s: %q\n", filepath.Base(c), n)
+	}
+	return b.String()
 }
 
 // listDB lists the state's database files with their sizes, for a failure

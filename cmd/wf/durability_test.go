@@ -142,6 +142,21 @@ type durProc struct {
 	exit   int
 }
 
+// lastEvents is the last n events p printed, one JSON line each, for a
+// failure's message.
+func (p *durProc) lastEvents(n int) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var b strings.Builder
+	for _, ev := range p.events[max(0, len(p.events)-n):] {
+		line, _ := json.Marshal(ev)
+		b.WriteString("  ")
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
 // durStart runs `wf apply -auto-approve -json DIR` in the background.
 func durStart(t *testing.T, dir string, extra ...string) *durProc {
 	t.Helper()

@@ -19,7 +19,8 @@ import (
 // chaosActivity is every attempt of the chaos workflow: it logs its start,
 // does a slow side effect in a child process (which a kill -9 of wf does
 // not take down with it: only the next wf's supervision can), waits for
-// it, then fails the first $FAILS times it gets that far.
+// it, then fails the first $FAILS times it gets that far (counted in a
+// file it replaces by a rename, so that a kill cannot reset the count).
 const chaosActivity = `#!/bin/sh
 echo "start $WF_IDEMPOTENCY_KEY $WF_ATTEMPT $(date +%s%N) $WF_INSTANCE $WF_ACTIVITY" >> "$LOG"
 (
@@ -30,7 +31,11 @@ wait
 counter="count.$WF_IDEMPOTENCY_KEY"
 n=$(cat "$counter" 2>/dev/null || echo 0)
 n=$((n + 1))
-echo "$n" > "$counter"
+# Written aside and renamed: a kill between the truncation of "> counter"
+# and its write would leave it empty, which reads as 0, and the activity
+# would fail more often than FAILS (its own bookkeeping, not the engine's).
+echo "$n" > "$counter.tmp"
+mv "$counter.tmp" "$counter"
 if [ "$n" -le "${FAILS:-0}" ]; then
   if [ -n "$ERROR_TYPE" ]; then
     echo "{\"type\": \"$ERROR_TYPE\"}" > "$WF_ERROR_FILE"
@@ -352,7 +357,7 @@ func chaosTrail(dir string) string {
 	var b strings.Builder
 	log, _ := os.ReadFile(filepath.Join(dir, "log"))
 	b.Write(log)
-	counters, _ := filepath.Glob(filepath.Join(dir, "count.*"))
+	counters, _ := filepath.Glob(filepath.Join(dir, "count.wf*[0-9a-f]"))
 	for _, c := range counters {
 		n, _ := os.ReadFile(c)
 		fmt.Fprintf(&b, "%s: %q\n", filepath.Base(c), n)

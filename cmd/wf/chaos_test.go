@@ -29,7 +29,9 @@ echo "start $WF_IDEMPOTENCY_KEY $WF_ATTEMPT $(date +%s%N) $WF_INSTANCE $WF_ACTIV
 ) &
 wait
 counter="count.$WF_IDEMPOTENCY_KEY"
-n=$(cat "$counter" 2>/dev/null || echo 0)
+# read is the shell's own: no child to be killed apart from the script.
+n=0
+if [ -s "$counter" ]; then read -r n < "$counter"; fi
 n=$((n + 1))
 # Written aside and renamed: a kill between the truncation of "> counter"
 # and its write would leave it empty, which reads as 0, and the activity

@@ -116,7 +116,14 @@ func timerKey(workflow, key, activity string) []byte {
 }
 
 func attemptPrefix(workflow, key, activity string) []byte {
-	b := instancePrefix(tableAttempt, workflow, key)
+	return appendAttemptPrefix(make([]byte, 0, 1+len(workflow)+len(key)+len(activity)+6), workflow, key, activity)
+}
+
+// appendAttemptPrefix appends the prefix of the attempt keys of activity
+// (of every activity of the instance when activity is "").
+func appendAttemptPrefix(b []byte, workflow, key, activity string) []byte {
+	b = append(b, tableAttempt)
+	b = appendName(appendName(b, workflow), key)
 	if activity == "" {
 		return b
 	}
@@ -126,12 +133,7 @@ func attemptPrefix(workflow, key, activity string) []byte {
 func attemptKey(workflow, key, activity string, generation, number int) []byte {
 	// Sized for the whole key (written on every attempt): growing the
 	// prefix's slice would copy it once more.
-	b := make([]byte, 0, 1+len(workflow)+len(key)+len(activity)+6+16)
-	b = append(b, tableAttempt)
-	b = appendName(appendName(b, workflow), key)
-	if activity != "" { // as attemptPrefix
-		b = appendName(b, activity)
-	}
+	b := appendAttemptPrefix(make([]byte, 0, 1+len(workflow)+len(key)+len(activity)+6+16), workflow, key, activity)
 	b = appendUint(b, generation)
 	return appendUint(b, number)
 }

@@ -56,13 +56,12 @@ func (e *encoder) int(name string, v int64) {
 
 func (e *encoder) time(name string, t time.Time) {
 	e.key(name)
-	e.b = append(e.b, '"')
-	b, err := t.AppendText(e.b)
+	b, err := appendJSONTime(e.b, t)
 	if err != nil {
 		e.fail(err)
 		return
 	}
-	e.b = append(b, '"')
+	e.b = b
 }
 
 func (e *encoder) fail(err error) {

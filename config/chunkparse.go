@@ -200,6 +200,12 @@ func blank(interior []byte) {
 	copy(interior[len(interior)-3:], "*/\n")
 }
 
+// lineCommentAt reports whether a line comment (# or //) starts at
+// src[i], the end of the text being e.
+func lineCommentAt(src []byte, i, e int) bool {
+	return i < e && (src[i] == '#' || src[i] == '/' && i+1 < e && src[i+1] == '/')
+}
+
 // fill parses the items of src[lo:hi] in runs of up to chunk bytes into
 // body.
 func (p *chunkParser) fill(body *hclsyntax.Body, lo, hi int) bool {
@@ -329,7 +335,7 @@ func itemStarts(src []byte, lo, hi int) []int {
 			depth++
 			inString = true
 			i++
-		case c == '#' || (c == '/' && i+1 < hi && src[i+1] == '/'):
+		case lineCommentAt(src, i, hi):
 			for i < hi && src[i] != '\n' {
 				i++
 			}

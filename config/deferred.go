@@ -162,7 +162,7 @@ func (d *deferredBody) parseRun(run activityRun) ([]*hclsyntax.Block, bool) {
 // for a plain activity block, reads its name, kind and for_each.
 func scanWorkflowItem(src []byte, s, e int) (itemClass, scannedActivity) {
 	i := skipSpaces(src, s, e)
-	if i < e && (src[i] == '#' || src[i] == '/' && i+1 < e && src[i+1] == '/') {
+	if lineCommentAt(src, i, e) {
 		// itemStarts starts an item after a line comment: the item is
 		// the comment, then blank lines.
 		return itemComment, scannedActivity{}
@@ -193,7 +193,7 @@ func scanWorkflowItem(src []byte, s, e int) (itemClass, scannedActivity) {
 			end = inner[k+1]
 		}
 		j := skipSpaces(src, at, end)
-		if j < end && (src[j] == '#' || src[j] == '/' && j+1 < end && src[j+1] == '/') {
+		if lineCommentAt(src, j, end) {
 			continue
 		}
 		word, j := scanWord(src, j, end)
@@ -231,8 +231,6 @@ func scanWorkflowItem(src []byte, s, e int) (itemClass, scannedActivity) {
 	return itemActivity, a
 }
 
-func identStart(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '_' }
-
 // scanWord returns the ASCII identifier at src[i:e] (empty if none; every
 // such word is a valid name) and the offset after it.
 func scanWord(src []byte, i, e int) ([]byte, int) {
@@ -240,7 +238,7 @@ func scanWord(src []byte, i, e int) ([]byte, int) {
 		return nil, i
 	}
 	j := i + 1
-	for j < e && (identStart(src[j]) || '0' <= src[j] && src[j] <= '9' || src[j] == '-') {
+	for j < e && identPart(src[j]) {
 		j++
 	}
 	return src[i:j], j

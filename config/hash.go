@@ -22,8 +22,7 @@ import (
 func (r *Resolved) Hash() string {
 	var buf [512]byte
 	if b, ok := appendPlainHTTP(buf[:0], r); ok {
-		sum := sha256.Sum256(b)
-		return hex.EncodeToString(sum[:])
+		return digest(b)
 	}
 	h := *r
 	if r.Exec != nil {
@@ -40,8 +39,7 @@ func (r *Resolved) Hash() string {
 		// Resolved holds only strings, ints, bools and maps of strings.
 		panic("config: marshal resolved activity: " + err.Error())
 	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
+	return digest(b)
 }
 
 // Matches reports whether a definition hash stored in state is this
@@ -60,6 +58,11 @@ func (r *Resolved) legacyHash() string {
 	if err != nil {
 		panic("config: marshal resolved activity: " + err.Error())
 	}
+	return digest(b)
+}
+
+// digest is the hex SHA-256 of a definition's encoding.
+func digest(b []byte) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }

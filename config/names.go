@@ -17,17 +17,24 @@ func validIdentifier(s string) bool {
 	if s == "" {
 		return false
 	}
-	if c := s[0]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z') {
+	if !asciiLetter(s[0]) {
 		return hclsyntax.ValidIdentifier(s)
 	}
 	for i := 1; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+		if !identPart(s[i]) {
 			return hclsyntax.ValidIdentifier(s)
 		}
 	}
 	return true
 }
+
+func asciiLetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
+
+// identStart and identPart are the ASCII bytes that start and continue a
+// plain identifier (every such word is one to HCL too).
+func identStart(c byte) bool { return asciiLetter(c) || c == '_' }
+
+func identPart(c byte) bool { return identStart(c) || '0' <= c && c <= '9' || c == '-' }
 
 // internCalls returns the set of called functions equal to calls that
 // the loader returned first, so that activities calling the same

@@ -158,7 +158,7 @@ func quickScan(src []byte) (tokens int, ok bool) {
 				continue
 			}
 			return tokens, false
-		case c == '#' || (c == '/' && i+1 < n && src[i+1] == '/'):
+		case lineCommentAt(src, i, n):
 			// A line comment, its newline included: one TokenComment,
 			// which ends no item for the prescan.
 			tokens++

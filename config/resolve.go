@@ -186,12 +186,7 @@ func (r *kindResolver) eval(a *Activity, upstream map[string]cty.Value, static b
 		if attr, v, ok := get("env"); ok {
 			env, d := parseStringMap(v, attr.Expr, "env")
 			if add(d) {
-				for k := range env {
-					if k == "" || strings.ContainsAny(k, "=\x00") {
-						add(&hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid environment variable name",
-							Detail: fmt.Sprintf("%q cannot be an environment variable name.", k), Subject: attr.Expr.Range().Ptr()})
-					}
-				}
+				diags = append(diags, badKeys(env, attr, validEnvName, "Invalid environment variable name", "%q cannot be an environment variable name.")...)
 			}
 			spec.Env = env
 		}
@@ -233,12 +228,7 @@ func (r *kindResolver) eval(a *Activity, upstream map[string]cty.Value, static b
 		if attr, v, ok := get("headers"); ok {
 			h, d := parseStringMap(v, attr.Expr, "headers")
 			if add(d) {
-				for k := range h {
-					if !isToken(k) {
-						add(&hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid header name",
-							Detail: fmt.Sprintf("%q is not a valid HTTP header name.", k), Subject: attr.Expr.Range().Ptr()})
-					}
-				}
+				diags = append(diags, badKeys(h, attr, isToken, "Invalid header name", "%q is not a valid HTTP header name.")...)
 			}
 			spec.Headers = h
 		}
@@ -336,6 +326,22 @@ func checkURL(s string) (string, *url.URL) {
 	}
 	return "", u
 }
+
+// badKeys is an error for each key of m that valid refuses, on attr:
+// summary, and detail formatted with the key.
+func badKeys(m map[string]string, attr *hcl.Attribute, valid func(string) bool, summary, detail string) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	for k := range m {
+		if !valid(k) {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary,
+				Detail: fmt.Sprintf(detail, k), Subject: attr.Expr.Range().Ptr()})
+		}
+	}
+	return diags
+}
+
+// validEnvName reports whether k can name an environment variable.
+func validEnvName(k string) bool { return k != "" && !strings.ContainsAny(k, "=\x00") }
 
 // isToken reports whether s is an RFC 9110 token (methods, header names).
 func isToken(s string) bool {

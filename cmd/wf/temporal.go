@@ -5,7 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/wf-engine/wf/config"
 	wftemporal "github.com/wf-engine/wf/executor/temporal"
@@ -20,6 +23,36 @@ type engineFlags struct {
 	address   string
 	namespace string
 	taskQueue string
+	security  securityFlags
+}
+
+// securityFlags say how the connection to Temporal is secured; each falls
+// back to an environment variable, so a cluster's settings can live in
+// the environment of every command (docs/temporal.md).
+type securityFlags struct {
+	tls        envBool
+	ca         string
+	cert       string
+	key        string
+	serverName string
+	apiKeyFile string
+}
+
+// envBool is a boolean flag that remembers whether it was given, so that
+// an absent one falls back to its environment variable.
+type envBool struct {
+	set, value bool
+}
+
+func (b *envBool) String() string   { return strconv.FormatBool(b.value) }
+func (b *envBool) IsBoolFlag() bool { return true }
+func (b *envBool) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return err
+	}
+	b.set, b.value = true, v
+	return nil
 }
 
 // register adds -engine and the Temporal connection flags. withQueue adds
@@ -36,6 +69,13 @@ func (f *engineFlags) register(fs *flag.FlagSet, withQueue bool) {
 func (f *engineFlags) registerConn(fs *flag.FlagSet) {
 	fs.StringVar(&f.address, "temporal-address", "", "Temporal frontend `HOST:PORT` (default $WF_TEMPORAL_ADDRESS, else 127.0.0.1:7233)")
 	fs.StringVar(&f.namespace, "namespace", "", "Temporal `NAMESPACE` (default default)")
+	sf := &f.security
+	fs.Var(&sf.tls, "temporal-tls", "connect to Temporal over TLS, checking its certificate against the system's roots (default $WF_TEMPORAL_TLS; implied by the other -temporal-tls flags and by an API key)")
+	fs.StringVar(&sf.ca, "temporal-tls-ca", "", "PEM `FILE` of the CA certificates that sign Temporal's (default $WF_TEMPORAL_TLS_CA, else the system's roots)")
+	fs.StringVar(&sf.cert, "temporal-tls-cert", "", "PEM `FILE` of the client certificate for mTLS (default $WF_TEMPORAL_TLS_CERT)")
+	fs.StringVar(&sf.key, "temporal-tls-key", "", "PEM `FILE` of the client certificate's key (default $WF_TEMPORAL_TLS_KEY)")
+	fs.StringVar(&sf.serverName, "temporal-tls-server-name", "", "`NAME` Temporal's certificate must carry, when not the address's host (default $WF_TEMPORAL_TLS_SERVER_NAME)")
+	fs.StringVar(&sf.apiKeyFile, "temporal-api-key-file", "", "`FILE` holding the Temporal API key sent with every call (default: the key in $WF_TEMPORAL_API_KEY; implies TLS)")
 }
 
 // engineTemporal is the name of the Temporal engine (-engine, and in
@@ -67,15 +107,62 @@ func (f *engineFlags) queue() string {
 
 // dial connects to the Temporal service the flags name.
 func (c *CLI) dialTemporal(ctx context.Context, f *engineFlags) (*wftemporal.Client, error) {
-	return wftemporal.Dial(ctx, c.temporalOptions(f))
+	opts, err := c.temporalOptions(f)
+	if err != nil {
+		return nil, err
+	}
+	return wftemporal.Dial(ctx, opts)
 }
 
-func (c *CLI) temporalOptions(f *engineFlags) wftemporal.ClientOptions {
-	addr := f.address
-	if addr == "" {
-		addr = c.getenv("WF_TEMPORAL_ADDRESS")
+// temporalOptions are the flags' connection, each unset flag taken from
+// its environment variable.
+func (c *CLI) temporalOptions(f *engineFlags) (wftemporal.ClientOptions, error) {
+	sec, err := c.temporalSecurity(&f.security)
+	if err != nil {
+		return wftemporal.ClientOptions{}, err
 	}
-	return wftemporal.ClientOptions{Address: addr, Namespace: f.namespace}
+	return wftemporal.ClientOptions{Address: c.orEnv(f.address, "WF_TEMPORAL_ADDRESS"), Namespace: f.namespace, Security: sec}, nil
+}
+
+func (c *CLI) temporalSecurity(f *securityFlags) (wftemporal.Security, error) {
+	sec := wftemporal.Security{
+		TLS:        f.tls.value,
+		CAFile:     c.orEnv(f.ca, "WF_TEMPORAL_TLS_CA"),
+		CertFile:   c.orEnv(f.cert, "WF_TEMPORAL_TLS_CERT"),
+		KeyFile:    c.orEnv(f.key, "WF_TEMPORAL_TLS_KEY"),
+		ServerName: c.orEnv(f.serverName, "WF_TEMPORAL_TLS_SERVER_NAME"),
+	}
+	if !f.tls.set {
+		if v := c.getenv("WF_TEMPORAL_TLS"); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return sec, fmt.Errorf("WF_TEMPORAL_TLS=%q: want true or false", v)
+			}
+			sec.TLS = b
+		}
+	}
+	if f.apiKeyFile != "" {
+		b, err := os.ReadFile(f.apiKeyFile)
+		if err != nil {
+			return sec, fmt.Errorf("read the Temporal API key: %w", err)
+		}
+		// A key file written by an editor or echo ends with a newline
+		// that is not part of the key.
+		if sec.APIKey = strings.TrimSpace(string(b)); sec.APIKey == "" {
+			return sec, fmt.Errorf("the Temporal API key file %s is empty", f.apiKeyFile)
+		}
+	} else {
+		sec.APIKey = strings.TrimSpace(c.getenv("WF_TEMPORAL_API_KEY"))
+	}
+	return sec, nil
+}
+
+// orEnv is v, or the environment variable name when v is empty.
+func (c *CLI) orEnv(v, name string) string {
+	if v != "" {
+		return v
+	}
+	return c.getenv(name)
 }
 
 // temporalConfig loads the configuration of dir twice: as wf reads it

@@ -46,7 +46,10 @@ func (cmd *WorkerCommand) Run(ctx context.Context, args []string) error {
 	cmd.metrics.follow(bus)
 	defer cmd.metrics.close(c.Stderr)
 	defer bus.Close()
-	opts := c.temporalOptions(&cmd.engine)
+	opts, err := c.temporalOptions(&cmd.engine)
+	if err != nil {
+		return err
+	}
 	opts.Logger = wftemporal.WarnLogger(c.Stderr)
 	cl, err := wftemporal.Dial(ctx, opts)
 	if err != nil {

@@ -27,6 +27,8 @@ type ClientOptions struct {
 	Address string
 	// Namespace is "default" when empty.
 	Namespace string
+	// Security is plain gRPC when zero.
+	Security Security
 	// Logger receives the SDK's log lines; none when nil.
 	Logger sdklog.Logger
 }
@@ -56,11 +58,15 @@ func Dial(ctx context.Context, opts ClientOptions) (*Client, error) {
 	if logger == nil {
 		logger = QuietLogger()
 	}
+	conn, creds, err := opts.Security.connection()
+	if err != nil {
+		return nil, err
+	}
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	c, err := client.DialContext(dctx, client.Options{HostPort: addr, Namespace: ns, Logger: logger})
+	c, err := client.DialContext(dctx, client.Options{HostPort: addr, Namespace: ns, Logger: logger, ConnectionOptions: conn, Credentials: creds})
 	if err != nil {
-		return nil, fmt.Errorf("cannot reach Temporal at %s: %s", addr, shortError(err))
+		return nil, fmt.Errorf("cannot reach Temporal at %s%s: %s", addr, opts.Security.over(), opts.Security.explain(shortError(err)))
 	}
 	cl := &Client{SDK: c, address: addr, namespace: ns}
 	// The dial checks the service, not the namespace: a wrong namespace
@@ -123,6 +129,11 @@ func QuietLogger() sdklog.Logger {
 // shortError boils a gRPC error down to its cause.
 func shortError(err error) string {
 	msg := err.Error()
+	// gRPC wraps a failed TLS handshake in two layers of its own words;
+	// the TLS error itself is what says what to change.
+	if _, tlsErr, ok := strings.Cut(msg, "authentication handshake failed: "); ok {
+		return strings.TrimRight(tlsErr, `"`)
+	}
 	for _, known := range []string{"connection refused", "no such host", "i/o timeout", "connection reset by peer", "context deadline exceeded"} {
 		if strings.Contains(msg, known) {
 			if known == "context deadline exceeded" {

@@ -21,7 +21,7 @@ import (
 // symlink, keeps every definition unchanged (SPEC §4.2).
 func (r *Resolved) Hash() string {
 	var buf [512]byte
-	if b, ok := appendPlainHTTP(buf[:0], r); ok {
+	if b, ok := appendHTTP(buf[:0], r); ok {
 		return digest(b)
 	}
 	h := *r
@@ -67,30 +67,26 @@ func digest(b []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// appendPlainHTTP appends the encoding json.Marshal gives r when r is an
-// http block whose strings are all plain (see jsontext.Plain); ok is false
-// otherwise. Marshalling through reflection was most of a Hash, which
-// every first attempt of an activity computes.
-func appendPlainHTTP(b []byte, r *Resolved) ([]byte, bool) {
+// appendHTTP appends the encoding json.Marshal gives r when r is an http
+// block; ok is false for the other kinds. Marshalling through reflection
+// was most of a Hash, which every first attempt of an activity computes.
+func appendHTTP(b []byte, r *Resolved) ([]byte, bool) {
 	h := r.HTTP
-	if h == nil || r.Exec != nil || r.Sleep != nil || !jsontext.Plain(h.URL) || !jsontext.Plain(h.Method) || !jsontext.Plain(h.Body) {
+	if h == nil || r.Exec != nil || r.Sleep != nil {
 		return nil, false
 	}
-	keys, ok := jsontext.PlainKeys(h.Headers)
-	if !ok {
-		return nil, false
-	}
+	keys := jsontext.SortedKeys(h.Headers)
 	b = append(b, `{"http":{"url":`...)
-	b = jsontext.AppendQuoted(b, h.URL)
+	b = jsontext.AppendString(b, h.URL)
 	b = append(b, `,"method":`...)
-	b = jsontext.AppendQuoted(b, h.Method)
+	b = jsontext.AppendString(b, h.Method)
 	if len(keys) > 0 {
 		b = append(b, `,"headers":`...)
 		b = jsontext.AppendObject(b, h.Headers, keys)
 	}
 	if h.Body != "" {
 		b = append(b, `,"body":`...)
-		b = jsontext.AppendQuoted(b, h.Body)
+		b = jsontext.AppendString(b, h.Body)
 	}
 	if len(h.ExpectStatus) > 0 {
 		b = append(b, `,"expect_status":[`...)

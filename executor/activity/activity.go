@@ -287,10 +287,10 @@ func (r *Runner) Run(ctx context.Context, req Request) (res Result) {
 }
 
 // encodeOutputs is json.Marshal(outputs), by hand for an http attempt's
-// outputs when that gives the same bytes.
+// outputs (json.Marshal's own error when that fails).
 func encodeOutputs(outputs any) ([]byte, error) {
 	if o, ok := outputs.(*httpOutputs); ok {
-		if b, ok := o.appendPlainJSON(nil); ok {
+		if b, err := o.appendJSON(nil); err == nil {
 			return b, nil
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 	"unicode/utf8"
+
+	"github.com/wf-engine/wf/config/jsontext"
 )
 
 // The binary form of an Activity. Reopening a state decodes every
@@ -77,7 +79,7 @@ func appendActivityBinary(b []byte, r *Activity) ([]byte, error) {
 	if len(r.Outputs) > 0 {
 		// As json.Marshal writes a RawMessage (validated, compacted).
 		start := len(e.b)
-		out, err := appendCompactJSON(e.b, r.Outputs)
+		out, err := jsontext.AppendCompact(e.b, r.Outputs)
 		if err != nil {
 			return nil, err
 		}

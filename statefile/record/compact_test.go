@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/wf-engine/wf/config/jsontext"
 )
 
 // marshaledRawOracle is the check isMarshaledRaw replaced: validate and
 // compact as json.Marshal does, then compare.
 func marshaledRawOracle(src []byte) bool {
-	c, err := appendCompactJSON(nil, src)
+	c, err := jsontext.AppendCompact(nil, src)
 	return err == nil && bytes.Equal(c, src)
 }
 

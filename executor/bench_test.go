@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -202,6 +203,7 @@ func execTrue(b *testing.B, count, parallelism int, store func(*statefile.Store)
 		timed   = &timedRunner{AttemptRunner: runner}
 		elapsed time.Duration
 		launch  []time.Duration
+		used    spawnCPU
 	)
 	b.ResetTimer()
 	for range b.N {
@@ -216,12 +218,14 @@ func execTrue(b *testing.B, count, parallelism int, store func(*statefile.Store)
 		timed.starts = timed.starts[:0]
 		b.StartTimer()
 		began := time.Now()
+		cpu0 := readSpawnCPU()
 		run, err := Start(context.Background(), Options{Config: cfg, Instances: instances(cfg, nil), Store: &commits, Runner: timed, Parallelism: parallelism})
 		if err != nil {
 			b.Fatal(err)
 		}
 		out, err := run.Wait()
 		b.StopTimer()
+		used.add(cpu0, readSpawnCPU())
 		elapsed += time.Since(began)
 		if err != nil || out.Status != event.StatusSucceeded || out.Summary.Succeeded != count {
 			b.Fatalf("run: %+v %v", out, err)
@@ -248,6 +252,35 @@ func execTrue(b *testing.B, count, parallelism int, store func(*statefile.Store)
 	// slot waiting for the engine (a step, a commit) to start its next
 	// attempt. Raw spawning is 100% by construction.
 	b.ReportMetric(100*float64(timed.busy.Load())/float64(int64(parallelism)*int64(elapsed)), "slot_busy_%")
+	used.report(b, count)
+}
+
+// spawnCPU sums the CPU time of the benchmark's process (every goroutine:
+// engine, store, GC) and of the child processes it waited for, from
+// getrusage: on a shared machine the wall time is mostly waiting for a CPU,
+// and the CPU an attempt costs beside the spawn itself is the engine's.
+type spawnCPU struct{ self, children time.Duration }
+
+func readSpawnCPU() spawnCPU {
+	var self, children syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &self) != nil || syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children) != nil {
+		return spawnCPU{}
+	}
+	cpu := func(ru *syscall.Rusage) time.Duration { return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()) }
+	return spawnCPU{self: cpu(&self), children: cpu(&children)}
+}
+
+func (c *spawnCPU) add(from, to spawnCPU) {
+	c.self += to.self - from.self
+	c.children += to.children - from.children
+}
+
+// report gives the CPU per attempt (per process for raw spawning) of
+// b.N runs of count attempts each.
+func (c *spawnCPU) report(b *testing.B, count int) {
+	n := float64(b.N) * float64(count)
+	b.ReportMetric(float64(c.self.Microseconds())/n, "cpu_us/attempt")
+	b.ReportMetric(float64(c.children.Microseconds())/n, "child_cpu_us/attempt")
 }
 
 // timedRunner sums the time attempts spend in the wrapped runner and
@@ -343,7 +376,9 @@ func rawSpawn(b *testing.B, count, parallelism int) {
 	if _, err := exec.LookPath("true"); err != nil {
 		b.Skip("no true(1)")
 	}
+	var used spawnCPU
 	for range b.N {
+		cpu0 := readSpawnCPU()
 		sem := make(chan struct{}, parallelism)
 		var wg sync.WaitGroup
 		for range count {
@@ -358,5 +393,7 @@ func rawSpawn(b *testing.B, count, parallelism int) {
 			}()
 		}
 		wg.Wait()
+		used.add(cpu0, readSpawnCPU())
 	}
+	used.report(b, count)
 }

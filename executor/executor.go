@@ -128,6 +128,9 @@ type Run struct {
 	work        chan core.Attempt
 	workersQuit chan struct{}
 	stopOnce    sync.Once
+	// releaseProcs gives back the Ps reserved for forks (workers.go);
+	// set by the loop when it launches the first exec attempt.
+	releaseProcs func()
 
 	// beats holds the latest heartbeat of each running attempt until the
 	// loop takes them (beatC says there are some); the watchers never

@@ -2,8 +2,11 @@ package executor
 
 import (
 	"cmp"
+	"os"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/wf-engine/wf/executor/activity"
 	"github.com/wf-engine/wf/executor/core"
@@ -18,6 +21,9 @@ import (
 // most about twice Parallelism workers: one is started only when none is
 // waiting for work.
 func (r *Run) launch(a core.Attempt) {
+	if r.releaseProcs == nil && a.Spec != nil && a.Spec.Exec != nil {
+		r.releaseProcs = reserveForkProcs(r.opts.Parallelism)
+	}
 	r.inflight++
 	select {
 	case r.work <- a:
@@ -40,8 +46,67 @@ func (r *Run) worker(a core.Attempt) {
 }
 
 // stopWorkers lets idle workers exit; a worker busy with an attempt exits
-// after delivering its result.
-func (r *Run) stopWorkers() { r.stopOnce.Do(func() { close(r.workersQuit) }) }
+// after delivering its result. The loop calls it as the run ends (its
+// attempts are over), and the Ps reserved for forks go back.
+func (r *Run) stopWorkers() {
+	r.stopOnce.Do(func() {
+		close(r.workersQuit)
+		if r.releaseProcs != nil {
+			r.releaseProcs()
+		}
+	})
+}
+
+// forkProcs counts the runs that reserved Ps for forks (reserveForkProcs),
+// process-wide, since GOMAXPROCS is.
+var forkProcs struct {
+	mu    sync.Mutex
+	runs  int
+	base  int // GOMAXPROCS before the first reservation
+	set   int // what the reservation set
+	fixed bool
+}
+
+// reserveForkProcs adds Ps (GOMAXPROCS) while a run starts exec attempts,
+// and returns the function that gives them back.
+//
+// os/exec forks with clone(CLONE_VFORK) through a raw system call: the
+// forking goroutine keeps its P until the child has called execve
+// (golang/go#11155), and the child must first get a CPU. On 2 shared CPUs
+// under load that took 1.5 ms at the median (perf trace of
+// BenchmarkExecTrue1000: the clone3 calls summed to the run's wall time,
+// one of the two Ps held on average), and meanwhile the loop, the
+// committer returning from fdatasync and the workers just handed an
+// attempt waited for the other P: workers launched after a commit waited
+// 28 ms on average to run at parallelism 50 (the trace's scheduler
+// latency). A P held in a fork uses no CPU, so one more P per CPU lets the
+// engine run while forks are in flight; parallelism bounds how many can be.
+// GOMAXPROCS set in the environment is the user's choice and kept.
+func reserveForkProcs(parallelism int) (release func()) {
+	forkProcs.mu.Lock()
+	defer forkProcs.mu.Unlock()
+	if forkProcs.runs == 0 {
+		forkProcs.fixed = os.Getenv("GOMAXPROCS") != ""
+		if !forkProcs.fixed {
+			forkProcs.base = runtime.GOMAXPROCS(0)
+			forkProcs.set = forkProcs.base + min(forkProcs.base, max(parallelism, 1))
+			runtime.GOMAXPROCS(forkProcs.set)
+		}
+	}
+	forkProcs.runs++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			forkProcs.mu.Lock()
+			defer forkProcs.mu.Unlock()
+			forkProcs.runs--
+			// Unless someone else changed it meanwhile.
+			if forkProcs.runs == 0 && !forkProcs.fixed && runtime.GOMAXPROCS(0) == forkProcs.set {
+				runtime.GOMAXPROCS(forkProcs.base)
+			}
+		})
+	}
+}
 
 func (r *Run) runAttempt(a core.Attempt) attemptDone {
 	ctx := r.attemptCtx

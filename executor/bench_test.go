@@ -372,10 +372,15 @@ func BenchmarkRawSpawn1000(b *testing.B) { rawSpawn(b, spawnCount, 10) }
 // 10,000 `true` processes, 50 at a time.
 func BenchmarkRawSpawn10k50(b *testing.B) { rawSpawn(b, 10*spawnCount, 50) }
 
+// rawSpawn forks with the Ps a run reserves for forks (reserveForkProcs),
+// as wf does: the limit is raw spawning with the scheduler wf has, not
+// with fewer.
 func rawSpawn(b *testing.B, count, parallelism int) {
 	if _, err := exec.LookPath("true"); err != nil {
 		b.Skip("no true(1)")
 	}
+	release := reserveForkProcs(parallelism)
+	defer release()
 	var used spawnCPU
 	for range b.N {
 		cpu0 := readSpawnCPU()

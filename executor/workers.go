@@ -100,7 +100,10 @@ func reserveForkProcs(parallelism int) (release func()) {
 			forkProcs.mu.Lock()
 			defer forkProcs.mu.Unlock()
 			forkProcs.runs--
-			// Unless someone else changed it meanwhile.
+			// Unless someone else changed it meanwhile. (Setting it
+			// ends the runtime's own updates of GOMAXPROCS to a
+			// changed CPU limit for the rest of the process: an apply
+			// is one process per run, so that is acceptable.)
 			if forkProcs.runs == 0 && !forkProcs.fixed && runtime.GOMAXPROCS(0) == forkProcs.set {
 				runtime.GOMAXPROCS(forkProcs.base)
 			}

@@ -129,9 +129,10 @@ func timerLateness(b *testing.B, store func(*statefile.Store) Store) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(startTotal.Milliseconds())/float64(b.N), "start_ms")
-	// Collections while the timers fire: each one's mark phase has made
-	// the timers due during it late (see clock_linux.go), so a high p99
-	// is read beside this.
+	// Collections while the timers fire: a mark phase takes CPU from the
+	// loop (assists, a mark worker) and, with a runtime timer as its
+	// wake-up, made every timer due during it late (clock_linux.go), so a
+	// high p99 is read beside this.
 	b.ReportMetric(float64(gcs)/float64(b.N), "gcs_firing")
 	reportLateness(b, late)
 }

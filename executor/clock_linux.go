@@ -111,8 +111,13 @@ func (t *preciseTimer) sleep() {
 		d := time.Until(t.at)
 		if d <= 0 {
 			t.at = time.Time{}
-			// c is empty: Reset and Stop drained it and nothing else sends.
-			t.c <- time.Now()
+			// c is empty (armed implies drained: Reset drains it as it
+			// arms, and only this send fills it, disarming); the select
+			// only makes sure a send can never block while t.mu is held.
+			select {
+			case t.c <- time.Now():
+			default:
+			}
 			break
 		}
 		seq := t.seq.Load()

@@ -26,9 +26,10 @@ import (
 // netpoller sleeps in whole milliseconds (a timer due in 0.3 ms waited 1).
 //
 // The cost is a thread blocked in the kernel while the timer is armed
-// (the runtime hands its P to others, as for any blocking syscall), a
-// futex wake per Reset or Stop of an armed timer, and a goroutine started
-// per arming. The goroutine exits once the timer has fired or is stopped,
+// (its P stays with it until sysmon hands the P to goroutines that need
+// it, within a sysmon tick, as for any blocking syscall such as the
+// committer's fdatasync), a futex wake per Reset or Stop of an armed
+// timer, and a goroutine started per arming. The goroutine exits once the timer has fired or is stopped,
 // so a dropped timer leaks nothing.
 type preciseTimer struct {
 	c chan time.Time

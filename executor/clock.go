@@ -23,8 +23,12 @@ type realClock struct{}
 
 func (realClock) Now() time.Time { return time.Now() }
 
-func (realClock) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
+// NewTimer returns, on Linux, a timer whose wake-up does not depend on the
+// runtime's timer processing (see clock_linux.go); elsewhere a time.Timer.
+func (realClock) NewTimer(d time.Duration) Timer { return newRealTimer(d) }
 
+// realTimer is a time.Timer: the real clock's timer where no precise one
+// is implemented.
 type realTimer struct{ t *time.Timer }
 
 func (t realTimer) C() <-chan time.Time { return t.t.C }

@@ -185,6 +185,8 @@ type loader struct {
 	parentAttrs map[string]*hcl.Attribute
 	// callSets: see internCalls.
 	callSets map[string]map[string]bool
+	// shared: what activities written alike share (shared.go).
+	shared interned
 }
 
 var fileSchema = &hcl.BodySchema{

@@ -38,11 +38,6 @@ type kindResolver struct {
 	// found once (truncatedResultRefs checks them on each Resolve).
 	refsOnce   sync.Once
 	resultRefs []hcl.Traversal
-	// constant, when set, is what every evaluation gives: the block calls
-	// nothing and refers to nothing (constantAttrs), and this is what the
-	// load's evaluation gave, without a diagnostic. A run of 10,000
-	// literal urls spent a quarter of its core's time evaluating them.
-	constant *Resolved
 }
 
 // noUpstreamScope is the scope of an activity without upstreams or
@@ -61,9 +56,6 @@ func (r *kindResolver) attr(name string) *hcl.Attribute {
 }
 
 func (r *kindResolver) resolve(a *Activity, upstream map[string]cty.Value) (*Resolved, hcl.Diagnostics) {
-	if r.constant != nil {
-		return r.constant, nil
-	}
 	b := newBudget(runLimits)
 	return r.eval(a, upstream, false, b, withBudgetLayer(r.funcs, b, r.calls))
 }

@@ -292,16 +292,12 @@ func (l *loader) loadActivity(w *Workflow, b *hcl.Block, names map[string]bool, 
 			}
 			if attrsOK {
 				kr = &kindResolver{
-					kind:     a.Kind,
-					attrs:    sorted,
-					defRange: kb.DefRange,
-					vars:     l.staticVars(),
-					funcs:    l.runFuncs,
-					dir:      l.absDir,
-					workflow: w,
-					calls:    l.internCalls(calledFunctions(attrExprs(kc.Attributes)...)),
-					secrets:  l.secrets(),
-					each:     forEach[name],
+					kind:       a.Kind,
+					attrs:      sorted,
+					defRange:   kb.DefRange,
+					resolveEnv: l.resolveEnv(w),
+					calls:      l.internCalls(calledFunctions(attrExprs(kc.Attributes)...)),
+					each:       forEach[name],
 				}
 			}
 		}
@@ -361,7 +357,7 @@ func (l *loader) loadActivity(w *Workflow, b *hcl.Block, names map[string]bool, 
 		l.addDiags(d)
 		a.resolver = kr
 		if res != nil && res.HTTP != nil {
-			a.maxResponseBytes = res.HTTP.MaxResponseBytes
+			a.maxResponseBytes = int32(res.HTTP.MaxResponseBytes) // checked: at most 64 MiB
 		}
 		if res != nil && len(d) == 0 && l.budget.err == nil && constantAttrs(kr.attrs) && foldConstantBlocks {
 			// Evaluating it again at run time would give the same (under

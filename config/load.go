@@ -187,6 +187,8 @@ type loader struct {
 	callSets map[string]map[string]bool
 	// shared: what activities written alike share (shared.go).
 	shared interned
+	// env: see resolveEnv.
+	env *resolveEnv
 }
 
 var fileSchema = &hcl.BodySchema{

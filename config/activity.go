@@ -292,16 +292,12 @@ func (l *loader) loadActivity(w *Workflow, b *hcl.Block, names map[string]bool, 
 			}
 			if attrsOK {
 				kr = &kindResolver{
-					kind:     a.Kind,
-					attrs:    sorted,
-					defRange: kb.DefRange,
-					vars:     l.staticVars(),
-					funcs:    l.runFuncs,
-					dir:      l.absDir,
-					workflow: w,
-					calls:    l.internCalls(calledFunctions(attrExprs(kc.Attributes)...)),
-					secrets:  l.secrets(),
-					each:     forEach[name],
+					kind:       a.Kind,
+					attrs:      sorted,
+					defRange:   kb.DefRange,
+					resolveEnv: l.resolveEnv(w),
+					calls:      l.internCalls(calledFunctions(attrExprs(kc.Attributes)...)),
+					each:       forEach[name],
 				}
 			}
 		}
@@ -359,14 +355,15 @@ func (l *loader) loadActivity(w *Workflow, b *hcl.Block, names map[string]bool, 
 		// unknown, every value that does not depend on them is validated.
 		res, d := kr.eval(a, nil, true, l.budget, l.ctxWith)
 		l.addDiags(d)
-		if res != nil && len(d) == 0 && l.budget.err == nil && constantAttrs(kr.attrs) {
-			// Evaluating it again at run time would give the same (under
-			// limits looser than the load's, which it met).
-			kr.constant = res
-		}
 		a.resolver = kr
 		if res != nil && res.HTTP != nil {
-			a.maxResponseBytes = res.HTTP.MaxResponseBytes
+			a.maxResponseBytes = int32(res.HTTP.MaxResponseBytes) // checked: at most 64 MiB
+		}
+		if res != nil && len(d) == 0 && l.budget.err == nil && constantAttrs(kr.attrs) && foldConstantBlocks {
+			// Evaluating it again at run time would give the same (under
+			// limits looser than the load's, which it met), so the
+			// result is kept instead of what evaluates it (shared.go).
+			a.resolver = (*constantResolver)(l.shared.shareResolved(res))
 		}
 	}
 	return a
@@ -478,6 +475,9 @@ func (l *loader) loadRules(a *Activity, attr *hcl.Attribute, blocks []*hcl.Block
 		}
 		a.Rules = append(a.Rules, rule)
 		a.RuleRanges = append(a.RuleRanges, b.DefRange)
+	}
+	if len(a.Rules) > 0 {
+		a.Rules = l.shared.shareRules(a.Rules)
 	}
 }
 

@@ -9,7 +9,7 @@ import (
 // to what evaluating it at run time gives; a block that refers to or
 // calls anything is evaluated on every Resolve.
 func TestConstantResolve(t *testing.T) {
-	cfg, diags := LoadFiles("c", map[string][]byte{"main.wf.hcl": []byte(`
+	files := map[string][]byte{"main.wf.hcl": []byte(`
 variable "host" {
   default = "h"
 }
@@ -39,15 +39,22 @@ workflow "w" {
     sleep { duration = "1s" }
   }
 }
-`)}, LoadOptions{})
+`)}
+	cfg, diags := LoadFiles("c", files, LoadOptions{})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	// The same blocks loaded to be evaluated on every Resolve.
+	foldConstantBlocks = false
+	evalCfg, diags := LoadFiles("c", files, LoadOptions{})
+	foldConstantBlocks = true
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
 	w := cfg.Workflows[0]
 	for name, constant := range map[string]bool{"lit": true, "tpl": false, "var": false, "call": false, "ex": true, "sl": true} {
 		a := w.Activity(name)
-		kr := a.resolver.(*kindResolver)
-		if got := kr.constant != nil; got != constant {
+		if _, got := a.resolver.(*constantResolver); got != constant {
 			t.Errorf("activity.%s: constant %v, want %v", name, got, constant)
 		}
 		got, d := a.Resolve(nil)
@@ -55,10 +62,11 @@ workflow "w" {
 			t.Fatalf("activity.%s: %v", name, d)
 		}
 		// What evaluating it at run time gives.
-		saved := kr.constant
-		kr.constant = nil
-		want, d := a.Resolve(nil)
-		kr.constant = saved
+		ea := evalCfg.Workflows[0].Activity(name)
+		if _, ok := ea.resolver.(*kindResolver); !ok {
+			t.Fatalf("activity.%s: resolver %T with constant blocks not folded", name, ea.resolver)
+		}
+		want, d := ea.Resolve(nil)
 		if d.HasErrors() {
 			t.Fatalf("activity.%s: %v", name, d)
 		}

@@ -185,6 +185,10 @@ type loader struct {
 	parentAttrs map[string]*hcl.Attribute
 	// callSets: see internCalls.
 	callSets map[string]map[string]bool
+	// shared: what activities written alike share (shared.go).
+	shared interned
+	// env: see resolveEnv.
+	env *resolveEnv
 }
 
 var fileSchema = &hcl.BodySchema{

@@ -151,6 +151,11 @@ type Activity struct {
 	// Key is an element's key; IsElement tells "" from no key.
 	Key       string
 	IsElement bool
+	// maxResponseBytes is an http activity's max_response_bytes when it is
+	// known at load time (0: the default, or known only at run time). An
+	// int32 beside IsElement (it is at most MaxMaxResponseBytes, 64 MiB):
+	// an Activity of 384 bytes, not 392 (allocated as 416).
+	maxResponseBytes int32
 	// TriggerRule says which endings of the upstream activities let this
 	// one run (trigger.go).
 	TriggerRule TriggerRule
@@ -162,9 +167,6 @@ type Activity struct {
 
 	// resolver evaluates the kind block; set by the loader.
 	resolver resolver
-	// maxResponseBytes is an http activity's max_response_bytes when it is
-	// known at load time (0: the default, or known only at run time).
-	maxResponseBytes int64
 }
 
 type resolver interface {
@@ -242,6 +244,10 @@ const (
 	// is held in memory and stored in the state with every attempt.
 	MaxMaxResponseBytes int64 = 64 << 20
 )
+
+// Activity.maxResponseBytes holds it in an int32: this does not compile
+// if it no longer fits.
+const _ = int32(MaxMaxResponseBytes)
 
 // SleepSpec is a durable sleep.
 type SleepSpec struct {

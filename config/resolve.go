@@ -22,27 +22,38 @@ type kindResolver struct {
 	// bytes more for each of 10,000 activities.
 	attrs    []*hcl.Attribute
 	defRange hcl.Range
-	vars     map[string]cty.Value
-	funcs    map[string]function.Function
-	dir      string
-	// workflow finds upstream activities, to say why a result is missing.
-	workflow *Workflow
+	*resolveEnv
 	// calls are the functions attrs call (see budgetFuncs).
 	calls map[string]bool
-	// secrets are the configuration's sensitive values, kept out of
-	// diagnostics.
-	secrets []string
 	// each: the activity declares for_each, so each is in scope.
 	each bool
 	// resultRefs are the references to an upstream's result in attrs,
 	// found once (truncatedResultRefs checks them on each Resolve).
 	refsOnce   sync.Once
 	resultRefs []hcl.Traversal
-	// constant, when set, is what every evaluation gives: the block calls
-	// nothing and refers to nothing (constantAttrs), and this is what the
-	// load's evaluation gave, without a diagnostic. A run of 10,000
-	// literal urls spent a quarter of its core's time evaluating them.
-	constant *Resolved
+}
+
+// resolveEnv is what the kind blocks of one workflow's activities are
+// evaluated with: one for all of them (kept in each, it was 56 bytes an
+// activity, and a copy of the secrets each when there were any).
+type resolveEnv struct {
+	vars  map[string]cty.Value
+	funcs map[string]function.Function
+	dir   string
+	// workflow finds upstream activities, to say why a result is missing.
+	workflow *Workflow
+	// secrets are the configuration's sensitive values, kept out of
+	// diagnostics.
+	secrets []string
+}
+
+// resolveEnv returns the environment of w's kind blocks, made for its
+// first.
+func (l *loader) resolveEnv(w *Workflow) *resolveEnv {
+	if l.env == nil || l.env.workflow != w {
+		l.env = &resolveEnv{vars: l.staticVars(), funcs: l.runFuncs, dir: l.absDir, workflow: w, secrets: l.secrets()}
+	}
+	return l.env
 }
 
 // noUpstreamScope is the scope of an activity without upstreams or
@@ -61,9 +72,6 @@ func (r *kindResolver) attr(name string) *hcl.Attribute {
 }
 
 func (r *kindResolver) resolve(a *Activity, upstream map[string]cty.Value) (*Resolved, hcl.Diagnostics) {
-	if r.constant != nil {
-		return r.constant, nil
-	}
 	b := newBudget(runLimits)
 	return r.eval(a, upstream, false, b, withBudgetLayer(r.funcs, b, r.calls))
 }

@@ -111,41 +111,6 @@ func appendActivityKey(b []byte, workflow, key, activity string) []byte {
 	return appendName(appendName(appendName(b, workflow), key), activity)
 }
 
-// isActivityKey reports whether k is activityKey(workflow, key, activity),
-// compared in place: reopening checks every activity it reads against its
-// key, and building each key to compare was a copy of every name.
-func isActivityKey(k []byte, workflow, key, activity string) bool {
-	if len(k) == 0 || k[0] != tableActivity {
-		return false
-	}
-	rest, ok := cutName(k[1:], workflow)
-	if ok {
-		rest, ok = cutName(rest, key)
-	}
-	if ok {
-		rest, ok = cutName(rest, activity)
-	}
-	return ok && len(rest) == 0
-}
-
-// cutName returns what follows appendName(nil, s) at the front of b, and
-// whether it is there.
-func cutName(b []byte, s string) ([]byte, bool) {
-	for {
-		i := strings.IndexByte(s, 0)
-		if i < 0 {
-			if len(b) < len(s)+2 || string(b[:len(s)]) != s || b[len(s)] != 0 || b[len(s)+1] != 1 {
-				return nil, false
-			}
-			return b[len(s)+2:], true
-		}
-		if len(b) < i+2 || string(b[:i]) != s[:i] || b[i] != 0 || b[i+1] != 0xFF {
-			return nil, false
-		}
-		b, s = b[i+2:], s[i+1:]
-	}
-}
-
 func timerKey(workflow, key, activity string) []byte {
 	return appendName(instancePrefix(tableTimer, workflow, key), activity)
 }

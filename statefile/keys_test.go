@@ -29,34 +29,3 @@ func TestAppendNameEscapes(t *testing.T) {
 		}
 	}
 }
-
-// TestIsActivityKey: comparing a key in place agrees with building the
-// key and comparing bytes, for names with NULs, empty names, keys of other
-// tables, truncated keys and keys with trailing bytes.
-func TestIsActivityKey(t *testing.T) {
-	names := []string{"", "a", "ab", "activity-12", "\x00", "a\x00b", "\x00\x00", "ab\x00", "\x00ab", "a\x00\x01\xff\x00", "\x01", "\xff"}
-	var keys [][]byte
-	for _, w := range names {
-		for _, k := range names[:6] {
-			for _, a := range names {
-				key := appendActivityKey(nil, w, k, a)
-				keys = append(keys, key, key[:len(key)-1], append(bytes.Clone(key), 0), timerKey(w, k, a))
-			}
-		}
-	}
-	for _, key := range keys {
-		for _, w := range names {
-			for _, k := range names[:6] {
-				for _, a := range names {
-					want := bytes.Equal(key, appendActivityKey(nil, w, k, a))
-					if got := isActivityKey(key, w, k, a); got != want {
-						t.Fatalf("isActivityKey(%q, %q, %q, %q) = %v, want %v", key, w, k, a, got, want)
-					}
-				}
-			}
-		}
-	}
-	if isActivityKey(nil, "", "", "") {
-		t.Fatal("an empty key is no activity's")
-	}
-}

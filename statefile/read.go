@@ -119,11 +119,12 @@ func (s *Store) Activities(workflow, key string) (map[string]*record.Activity, e
 			}
 		}
 		return nil
-	}, func(k []byte, r *record.Activity) error {
-		if r.Workflow != workflow || r.Instance != key || !isActivityKey(k, r.Workflow, r.Instance, r.Name) {
-			return mismatch("activity", r.Workflow+"/"+r.Instance+"/"+r.Name, string(k))
+	}, func(k []byte, r *record.Activity, kb []byte) ([]byte, error) {
+		kb = appendActivityKey(kb[:0], r.Workflow, r.Instance, r.Name)
+		if r.Workflow != workflow || r.Instance != key || !bytes.Equal(kb, k) {
+			return kb, mismatch("activity", r.Workflow+"/"+r.Instance+"/"+r.Name, string(k))
 		}
-		return nil
+		return kb, nil
 	})
 	if err != nil {
 		return nil, err
@@ -222,7 +223,7 @@ func (rc *rawChunk) len() int { return len(rc.ends) / 3 }
 
 // decode decodes the chunk's records into rc.out (rc.err: the first that
 // does not decode or does not pass check).
-func (rc *rawChunk) decode(ab *record.ActivityBatch, check func(key []byte, r *record.Activity) error) {
+func (rc *rawChunk) decode(ab *record.ActivityBatch, kb []byte, check func(key []byte, r *record.Activity, kb []byte) ([]byte, error)) []byte {
 	rc.out = make([]*record.Activity, rc.len())
 	shared := rc.small.String()
 	// The bytes of the string, for the decoder, which only reads them
@@ -241,7 +242,7 @@ func (rc *rawChunk) decode(ab *record.ActivityBatch, check func(key []byte, r *r
 			r, err = ab.Decode(rc.big[^lo:hi:hi])
 		}
 		if err == nil {
-			err = check(k, r)
+			kb, err = check(k, r, kb)
 		}
 		if err != nil {
 			rc.err = keyError(k, err)
@@ -249,14 +250,16 @@ func (rc *rawChunk) decode(ab *record.ActivityBatch, check func(key []byte, r *r
 		}
 		rc.out[i] = r
 	}
+	return kb
 }
 
 // readActivities runs scan, which hands add the raw activity records it
 // wants in the order they are to be returned, and decodes them on every
 // CPU while the scan goes on (decoding dominates start-up with many
-// activities). check vets each decoded record against its key. The records are cut from a few
+// activities). check vets each decoded record against its key; kb is a
+// buffer it may reuse (and returns). The records are cut from a few
 // arrays per decoder (record.ActivityBatch).
-func (s *Store) readActivities(what string, scan func(snap *snapshot, add func(c *cursor, key []byte) error) error, check func(key []byte, r *record.Activity) error) ([]*record.Activity, error) {
+func (s *Store) readActivities(what string, scan func(snap *snapshot, add func(c *cursor, key []byte) error) error, check func(key []byte, r *record.Activity, kb []byte) ([]byte, error)) ([]*record.Activity, error) {
 	work := make(chan *rawChunk, 64)
 	s.rawOnce.Do(func() { s.rawFree = make(chan rawBufs, 8) })
 	free := s.rawFree
@@ -265,8 +268,9 @@ func (s *Store) readActivities(what string, scan func(snap *snapshot, add func(c
 	for range runtime.GOMAXPROCS(0) {
 		wg.Go(func() {
 			var ab record.ActivityBatch
+			var kb []byte
 			for rc := range work {
-				rc.decode(&ab, check)
+				kb = rc.decode(&ab, kb, check)
 				// The records copied what they keep: the buffers go to a
 				// next chunk (of this read or a later one), or to the
 				// collector.
@@ -492,14 +496,15 @@ func readKeys(snap *snapshot, prefix []byte) (keys <-chan *keyBatch, stop func()
 
 // checkTimer checks that an activity found through the timer index is the
 // one its key names and does have a timer.
-func checkTimer(k []byte, a *record.Activity) error {
+func checkTimer(k []byte, a *record.Activity, kb []byte) ([]byte, error) {
 	if a.Timer == nil {
-		return errors.New("timer index entry but the activity has no timer")
+		return kb, errors.New("timer index entry but the activity has no timer")
 	}
-	if !isActivityKey(k, a.Workflow, a.Instance, a.Name) {
-		return mismatch("activity", a.Workflow+"/"+a.Instance+"/"+a.Name, describeKey(k))
+	kb = appendActivityKey(kb[:0], a.Workflow, a.Instance, a.Name)
+	if !bytes.Equal(kb, k) {
+		return kb, mismatch("activity", a.Workflow+"/"+a.Instance+"/"+a.Name, describeKey(k))
 	}
-	return nil
+	return kb, nil
 }
 
 // Spawns returns the recorded process groups of an instance's exec

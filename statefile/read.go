@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/wf-engine/wf/statefile/record"
 )
@@ -135,14 +136,22 @@ func (s *Store) Activities(workflow, key string) (map[string]*record.Activity, e
 	return out, nil
 }
 
-// rawChunk holds the raw keys and values of a run of records back to back
-// in two buffers, so that reading 100,000 activities makes a few hundred
-// allocations instead of 200,000 (each a copy the decoder copies again).
+// rawChunk holds the raw keys and values of a run of records back to back,
+// so that reading 100,000 activities makes a few hundred allocations
+// instead of 200,000 (each a copy the decoder copies again). The values of
+// up to sharedMax bytes are written into small, which becomes one string
+// without a copy: the decoded records' strings are cut from it. Larger
+// values (large for their outputs, which are copied anyway) go to big, so
+// that no record keeps them alive; big and keys are reused by later chunks.
 type rawChunk struct {
-	keys, vals []byte
-	ends       []int // per record: where its key ends in keys, where its value ends in vals
-	out        []*record.Activity
-	err        error
+	keys  []byte
+	small strings.Builder
+	big   []byte
+	// per record: where its key ends in keys, and its value's extent in
+	// small, or (lo as ^lo) in big.
+	ends []int
+	out  []*record.Activity
+	err  error
 }
 
 // A chunk (one decoder's turn) ends at rawChunkSize records or once its
@@ -150,101 +159,88 @@ type rawChunk struct {
 // (most reads are of a few records) and grows; each next one is sized
 // from the one before, so that it is seldom regrown (copied while the
 // scan waits) and holds little unused room (which would bring the next
-// collection sooner). Decoded chunks hand their buffers back for the
-// next ones.
+// collection sooner). Decoded chunks hand their reusable buffers back for
+// the next ones.
 const (
 	rawChunkSize  = 512
 	rawChunkBytes = 192 << 10
 	rawChunkFirst = 8 << 10
 )
 
-// rawBufs are a decoded chunk's buffers, for the next chunk to reuse.
+// sharedMax bounds the values kept in a chunk's string: a larger record
+// is large for its outputs, which are copied anyway, and would be kept
+// alive by every record of its chunk.
+const sharedMax = 4 << 10
+
+// rawBufs are a decoded chunk's reusable buffers, for the next chunk.
 type rawBufs struct {
-	keys, vals []byte
-	ends       []int
+	keys, big []byte
+	ends      []int
 }
 
 func newRawChunk(prev *rawChunk, free chan rawBufs) *rawChunk {
-	keys, vals := rawChunkFirst/4, rawChunkFirst
+	keys, small := rawChunkFirst/4, rawChunkFirst
 	if prev != nil {
-		keys, vals = len(prev.keys)+len(prev.keys)/8+1<<10, len(prev.vals)+len(prev.vals)/8+4<<10
+		keys, small = len(prev.keys)+len(prev.keys)/8+1<<10, prev.small.Len()+prev.small.Len()/8+4<<10
 	}
+	rc := &rawChunk{}
+	// The string's buffer is never zeroed (strings.Builder), and is the
+	// records' once decoded: it cannot be reused.
+	rc.small.Grow(small)
 	select {
 	case b := <-free:
-		if cap(b.keys) >= keys && cap(b.vals) >= vals {
-			return &rawChunk{keys: b.keys, vals: b.vals, ends: b.ends}
+		if cap(b.keys) >= keys {
+			rc.keys, rc.big, rc.ends = b.keys, b.big, b.ends
+			return rc
 		}
 	default:
 	}
-	return &rawChunk{keys: make([]byte, 0, keys), vals: make([]byte, 0, vals), ends: make([]int, 0, 2*rawChunkSize)}
+	rc.keys, rc.ends = make([]byte, 0, keys), make([]int, 0, 3*rawChunkSize)
+	return rc
 }
 
 func (rc *rawChunk) full() bool {
-	return rc.len() == rawChunkSize || len(rc.keys)+len(rc.vals) >= rawChunkBytes
+	return rc.len() == rawChunkSize || len(rc.keys)+rc.small.Len()+len(rc.big) >= rawChunkBytes
 }
 
 func (rc *rawChunk) add(c *cursor, key []byte) error {
 	rc.keys = append(rc.keys, key...)
-	var err error
-	if rc.vals, err = c.appendValue(rc.vals); err != nil {
-		return err
-	}
-	rc.ends = append(rc.ends, len(rc.keys), len(rc.vals))
-	return nil
-}
-
-func (rc *rawChunk) len() int { return len(rc.ends) / 2 }
-
-// record returns the i'th key and value (full slice expressions: nothing
-// appended to one can reach the next).
-func (rc *rawChunk) record(i int) (key, val []byte) {
-	var k0, v0 int
-	if i > 0 {
-		k0, v0 = rc.ends[2*i-2], rc.ends[2*i-1]
-	}
-	k, v := rc.ends[2*i], rc.ends[2*i+1]
-	return rc.keys[k0:k:k], rc.vals[v0:v:v]
-}
-
-// sharedMax bounds the records whose strings are cut from their chunk's
-// shared string: a large record is large for its outputs, which are
-// copied anyway, and would be kept alive by every record of its chunk.
-const sharedMax = 4 << 10
-
-// shared returns the values of the chunk's records of up to sharedMax
-// bytes as one string, in order: the decoded records' strings are cut
-// from it (one allocation and copy per chunk instead of one per record),
-// and each keeps all of it alive, which costs nothing when (as at
-// start-up) every record is kept.
-func (rc *rawChunk) shared() string {
-	n := 0
-	for i := range rc.len() {
-		if _, v := rc.record(i); len(v) <= sharedMax {
-			n += len(v)
+	return c.withValue(func(v []byte) error {
+		if len(v) > sharedMax {
+			lo := len(rc.big)
+			rc.big = append(rc.big, v...)
+			rc.ends = append(rc.ends, len(rc.keys), ^lo, len(rc.big))
+			return nil
 		}
-	}
-	var sb strings.Builder
-	sb.Grow(n)
-	for i := range rc.len() {
-		if _, v := rc.record(i); len(v) <= sharedMax {
-			sb.Write(v)
-		}
-	}
-	return sb.String()
+		lo := rc.small.Len()
+		rc.small.Write(v)
+		rc.ends = append(rc.ends, len(rc.keys), lo, rc.small.Len())
+		return nil
+	})
 }
+
+func (rc *rawChunk) len() int { return len(rc.ends) / 3 }
 
 // decode decodes the chunk's records into rc.out (rc.err: the first that
 // does not decode or does not pass check).
 func (rc *rawChunk) decode(ab *record.ActivityBatch, kb []byte, check func(key []byte, r *record.Activity, kb []byte) ([]byte, error)) []byte {
 	rc.out = make([]*record.Activity, rc.len())
-	shared, off := rc.shared(), 0
+	shared := rc.small.String()
+	// The bytes of the string, for the decoder, which only reads them
+	// (and copies what it keeps as bytes): no copy of the string.
+	sb := unsafe.Slice(unsafe.StringData(shared), len(shared))
+	k0 := 0
 	for i := range rc.out {
-		k, v := rc.record(i)
-		var sh string
-		if len(v) <= sharedMax {
-			sh, off = shared[off:off+len(v)], off+len(v)
+		kend, lo, hi := rc.ends[3*i], rc.ends[3*i+1], rc.ends[3*i+2]
+		k := rc.keys[k0:kend:kend]
+		k0 = kend
+		var r *record.Activity
+		var err error
+		if lo >= 0 {
+			r, err = ab.DecodeShared(sb[lo:hi:hi], shared[lo:hi])
+		} else {
+			r, err = ab.Decode(rc.big[^lo:hi:hi])
 		}
-		r, err := ab.DecodeShared(v, sh)
 		if err == nil {
 			kb, err = check(k, r, kb)
 		}
@@ -279,10 +275,10 @@ func (s *Store) readActivities(what string, scan func(snap *snapshot, add func(c
 				// next chunk (of this read or a later one), or to the
 				// collector.
 				select {
-				case free <- rawBufs{keys: rc.keys[:0], vals: rc.vals[:0], ends: rc.ends[:0]}:
+				case free <- rawBufs{keys: rc.keys[:0], big: rc.big[:0], ends: rc.ends[:0]}:
 				default:
 				}
-				rc.keys, rc.vals, rc.ends = nil, nil, nil
+				rc.keys, rc.big, rc.ends = nil, nil, nil
 			}
 		})
 	}

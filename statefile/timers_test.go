@@ -80,3 +80,56 @@ func TestPendingTimersAcrossKeyBatches(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestReadMixesSmallAndLargeRecords: a chunk keeps records of up to
+// sharedMax bytes in one string and larger ones in a buffer reused by
+// later chunks; over several chunks, with large records among small ones,
+// every record reads back as it was written, and a large record's fields
+// hold no bytes of that reused buffer (a later read would overwrite them).
+func TestReadMixesSmallAndLargeRecords(t *testing.T) {
+	s := openT(t, t.TempDir())
+	defer closeT(t, s)
+	const n = 3*rawChunkSize + 40
+	var muts []record.Mutation
+	want := map[string]*record.Activity{}
+	for i := range n {
+		a := act("w", "k", fmt.Sprintf("a%04d", i), i%3 != 0)
+		if i%17 == 0 {
+			a.Outputs = []byte(fmt.Sprintf(`{"result":%q}`, strings.Repeat(fmt.Sprint(i%10), sharedMax+i)))
+			a.DefHash = strings.Repeat("h", 300) + fmt.Sprint(i)
+		}
+		muts = append(muts, record.Mutation{Activity: a})
+		want[a.Name] = a
+	}
+	commitT(t, s, muts...)
+	first, err := s.Activities("w", "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A second read reuses the buffers of the first.
+	if _, err := s.Activities("w", "k"); err != nil {
+		t.Fatal(err)
+	}
+	timers, err := s.PendingTimers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first) != n || len(timers) != n-(n+2)/3 {
+		t.Fatalf("%d activities, %d timers", len(first), len(timers))
+	}
+	check := func(got *record.Activity) {
+		t.Helper()
+		w := want[got.Name]
+		wb, _ := record.Encode(w)
+		gb, err := record.Encode(got)
+		if err != nil || string(gb) != string(wb) {
+			t.Fatalf("%s reads back as %+v, want %+v (%v)", got.Name, got, w, err)
+		}
+	}
+	for _, a := range first {
+		check(a)
+	}
+	for _, a := range timers {
+		check(a)
+	}
+}

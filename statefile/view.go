@@ -203,20 +203,16 @@ func (c *cursor) key() []byte {
 	return c.base.Item().Key()
 }
 
-// appendValue appends the current value to dst: many values read in one
-// pass share an allocation.
-func (c *cursor) appendValue(dst []byte) ([]byte, error) {
+// withValue calls fn with the current value, valid only during the call:
+// many values read in one pass are copied into shared buffers.
+func (c *cursor) withValue(fn func(v []byte) error) error {
 	if c.fromOv {
-		return append(dst, c.ov.entries[c.ov.sorted[c.oi]].val...), nil
+		return fn(c.ov.entries[c.ov.sorted[c.oi]].val)
 	}
-	err := c.base.Item().Value(func(v []byte) error {
-		dst = append(dst, v...)
-		return nil
-	})
-	if err != nil {
-		return dst, fmt.Errorf("%s: %w", describeKey(c.base.Item().Key()), err)
+	if err := c.base.Item().Value(fn); err != nil {
+		return fmt.Errorf("%s: %w", describeKey(c.base.Item().Key()), err)
 	}
-	return dst, nil
+	return nil
 }
 
 // value returns a copy of the current value.

@@ -56,12 +56,12 @@ func TestLayering(t *testing.T) {
 		{pkg: "executor/metrics", forbidden: []string{badger, tea, tui, state, module + "/executor$", module + "/executor/core", module + "/config", module + "/planner", sdk},
 			ownAllowed: []string{module + "/executor/metrics", module + "/executor/event"}},
 		// wf stats is arithmetic over plain records.
-		{pkg: "executor/metrics/stats", ownAllowed: []string{module + "/executor/metrics/stats", module + "/statefile/record"}, forbidden: []string{badger, prom, sdk}},
+		{pkg: "executor/metrics/stats", ownAllowed: []string{module + "/executor/metrics/stats", module + "/statefile/record", module + "/config/jsontext"}, forbidden: []string{badger, prom, sdk}},
 		{pkg: "executor", forbidden: []string{tea, tui, module + "/planner", sdk}},
 		// Reads of a running apply's state: records over the event socket,
 		// nothing of the store itself.
 		{pkg: "executor/livestate", forbidden: []string{badger, tea, tui, prom, sdk},
-			ownAllowed: []string{module + "/executor/livestate", module + "/executor/event", module + "/statefile/record"}},
+			ownAllowed: []string{module + "/executor/livestate", module + "/executor/event", module + "/statefile/record", module + "/config/jsontext"}},
 		{pkg: "tui", forbidden: []string{badger, state, module + "/executor/core", module + "/config", sdk}},
 		// The Temporal shell: the SDK, but no local state store and no views.
 		{pkg: "executor/temporal", forbidden: []string{badger, tea, tui, state + "$", module + "/planner"}},

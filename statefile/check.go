@@ -33,8 +33,12 @@ type CheckReport struct {
 	// of the log (0: none). It was never acknowledged; the next writer
 	// clears it. That is a crash, not damage.
 	TornRecord uint64
-	Tables     int
-	ValueLogs  int
+	// TornAfter counts the records after it that a power loss left (each
+	// written with no sync completed since TornRecord's write), cleared
+	// with it.
+	TornAfter int
+	Tables    int
+	ValueLogs int
 	// Residue counts files a crash left that the next writer removes:
 	// memtable logs (their content is in the log), tables the MANIFEST
 	// does not list, log segments the checkpoint covers.
@@ -72,7 +76,7 @@ func Check(dir string, opts Options) (*CheckReport, error) {
 		r.Checkpoint, r.LogLast = si.cp.flushed, si.last
 		r.LogSegments, r.Replayed = len(si.segs), len(si.records)
 		if si.torn != nil {
-			r.TornRecord = si.torn.seq
+			r.TornRecord, r.TornAfter = si.torn.seq, si.torn.after
 		}
 		r.Tables, r.ValueLogs = len(si.tables), len(si.vlogs)
 		r.Residue = len(si.memFiles) + len(si.unlisted) + len(si.leftovers)

@@ -358,7 +358,7 @@ func TestTornTailIsRepairedByTheWriter(t *testing.T) {
 		t.Fatalf("%v, %d records", err, len(sc.records))
 	}
 	// Append a record of several sectors and lose its second sector.
-	rec := encodeRecord(sc.records[len(sc.records)-1].seq+1, appendOps(nil, []op{{kind: opSet, key: instanceKey("w", "torn"), val: []byte(strings.Repeat("z", 2000))}}))
+	rec := encodeRecord(sc.records[len(sc.records)-1].seq+1, 0, appendOps(nil, []op{{kind: opSet, key: instanceKey("w", "torn"), val: []byte(strings.Repeat("z", 2000))}}))
 	copy(data[sc.end:], rec)
 	clear(data[sc.end+sectorSize : sc.end+2*sectorSize])
 	if err := os.WriteFile(last, data, 0o600); err != nil {

@@ -23,7 +23,15 @@ func segmentSeeds(t testing.TB) map[string][]byte {
 	flipped := bytes.Clone(whole)
 	flipped[sectorSize+30] ^= 0x10
 	empty, _ := buildSegment(t, 1, 2*sectorSize)
-	return map[string][]byte{"seed-whole": whole, "seed-torn": torn, "seed-flipped": flipped, "seed-empty": empty, "seed-short": whole[:100]}
+	// A power loss's residue: a spawn (unsynced) torn or its first sector
+	// lost, records flagged recAfterUnsynced after it.
+	run, offs := buildFlagged(t, 5, 12*sectorSize, rec{40, 0}, rec{1000, 0}, rec{700, recAfterUnsynced}, rec{30, recAfterUnsynced})
+	residue := bytes.Clone(run)
+	clear(residue[offs[1]+sectorSize : offs[1]+2*sectorSize])
+	lost := bytes.Clone(run)
+	clear(lost[offs[1] : offs[1]+sectorSize])
+	return map[string][]byte{"seed-whole": whole, "seed-torn": torn, "seed-flipped": flipped, "seed-empty": empty, "seed-short": whole[:100],
+		"seed-flagged": run, "seed-residue": residue, "seed-residue-lost": lost}
 }
 
 func checkpointSeeds() map[string][]byte {
@@ -67,13 +75,23 @@ func FuzzScanSegment(f *testing.F) {
 			if r.seq != h.first+uint64(i) {
 				t.Fatalf("record %d has sequence %d", i, r.seq)
 			}
-			rec := encodeRecord(r.seq, r.payload)
+			rec := encodeRecord(r.seq, r.flags, r.payload)
 			if !bytes.Equal(data[r.off:r.off+int64(len(rec))], rec) {
 				t.Fatalf("record %d is not what the encoder writes", i)
 			}
 		}
 		if sc.torn == nil && !allZero(data[sc.end:]) {
 			t.Fatal("accepted non-zero bytes after the end of the log")
+		}
+		if tr := sc.torn; tr != nil {
+			if tr.off != sc.end || tr.seq != h.first+uint64(len(sc.records)) || tr.end < tr.off || !allZero(data[tr.end:]) {
+				t.Fatalf("torn %+v after %d records ending at %d", tr, len(sc.records), sc.end)
+			}
+			for _, hd := range tr.heads {
+				if hd < tr.off || hd >= tr.end || hd%sectorSize != 0 {
+					t.Fatalf("torn %+v: header outside the residue", tr)
+				}
+			}
 		}
 	})
 }

@@ -92,7 +92,9 @@ func (s *Store) logOpened(si *stateInfo) {
 	switch si.kind {
 	case kindLog:
 		did = append(did, fmt.Sprintf("%d log %s replayed after the checkpoint", len(si.records), plural(len(si.records), "record", "records")))
-		if si.torn != nil {
+		if t := si.torn; t != nil && t.after > 0 {
+			did = append(did, fmt.Sprintf("the end of the log a power loss cut short cleared from record %d on (%d %s after it; none was acknowledged as synced)", t.seq, t.after, plural(t.after, "record", "records")))
+		} else if t != nil {
 			did = append(did, "a record a crash cut short at the end of the log cleared (it was never acknowledged)")
 		}
 		if n := len(si.memFiles) + len(si.leftovers); n > 0 {
@@ -293,7 +295,7 @@ func (s *Store) recover(si *stateInfo) error {
 		return wrapOpen(s.dir, err)
 	}
 	if t := si.torn; t != nil {
-		if err := w.wal.zero(t.off, t.end); err != nil {
+		if err := w.wal.clearTail(t); err != nil {
 			return s.writeFailed(err)
 		}
 	} else if err := w.wal.sync(); err != nil {

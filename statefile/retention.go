@@ -82,6 +82,12 @@ func (s *Store) rotate(first uint64, n int) error {
 // tables hold are deleted.
 func (s *Store) checkpoint(closing bool) error {
 	w := s.w
+	// A checkpoint may name records as flushed, so the log must hold them
+	// durably (a spawn's record may not be synced yet): otherwise a power
+	// loss could leave a log that ends before the checkpoint.
+	if err := w.wal.syncPending(); err != nil {
+		return err
+	}
 	dbDir := filepath.Join(s.dir, dbName)
 	l, err := listDB(dbDir)
 	if err != nil {

@@ -28,6 +28,10 @@ type walWriter struct {
 	// checkpoint still needs, the active one last.
 	segs []uint64
 	buf  []byte
+	// unsynced: a record has been written since the last fdatasync (a
+	// RecordSpawn's). The next record then carries recAfterUnsynced, the
+	// evidence the reader needs to tell a power loss's residue from damage.
+	unsynced bool
 	// spare is the next segment, being preallocated in the background
 	// once the active one is half full (nil: not started): a rotation
 	// then only writes a header and renames, instead of writing 4 MiB of
@@ -117,6 +121,12 @@ func (w *walWriter) fits(n int) bool { return w.f != nil && w.off+recordSpan(n) 
 // synced, then renamed into place, so a crash never leaves a half-made
 // segment under a real name.
 func (w *walWriter) create(first uint64, n int) error {
+	// A segment that is not the last one holds no crash residue
+	// (scanResidue runs on the last one only), and a flagged record is
+	// never the first of a segment: sync what the old one has unsynced.
+	if err := w.syncPending(); err != nil {
+		return err
+	}
 	size := max(w.segSize, segHeaderSize+recordSpan(n))
 	name := filepath.Join(w.dir, segmentName(first))
 	if f := w.takeSpare(size); f != nil {
@@ -215,13 +225,21 @@ func (w *walWriter) resume(path string, h segHeader, off int64, segs []uint64) e
 // write encodes the ops of groups (n bytes of payload: opsSize) as the
 // record seq straight into the write buffer and writes it at the end of
 // the active segment (which must have room: see fits), with one pwrite.
-// It does not sync.
+// It does not sync: until sync, the record is unsynced and the next one
+// is flagged.
 func (w *walWriter) write(seq uint64, groups [][]op, n int) error {
 	size := recOverhead + n
 	if cap(w.buf) < size {
 		w.buf = make([]byte, 0, size)
 	}
-	rec := appendRecordOps(w.buf[:0], seq, groups, n)
+	var flags uint32
+	if w.unsynced {
+		flags = recAfterUnsynced
+	}
+	rec := appendRecordOps(w.buf[:0], seq, flags, groups, n)
+	// Unsynced from the moment the write starts: a failed write may have
+	// reached the file in part.
+	w.unsynced = true
 	if _, err := w.f.WriteAt(rec, w.off); err != nil {
 		return fmt.Errorf("write log record %d: %w", seq, err)
 	}
@@ -240,7 +258,17 @@ func (w *walWriter) sync() error {
 	if err := fdatasync(int(w.f.Fd())); err != nil {
 		return fmt.Errorf("sync log segment %s: %w", segmentName(w.first), err)
 	}
+	w.unsynced = false
 	return nil
+}
+
+// syncPending syncs the active segment if a record was written to it
+// since the last sync.
+func (w *walWriter) syncPending() error {
+	if !w.unsynced {
+		return nil
+	}
+	return w.sync()
 }
 
 func fdatasync(fd int) error {
@@ -252,13 +280,59 @@ func fdatasync(fd int) error {
 	}
 }
 
-// zero overwrites [off, end) of the active segment with zeros: the one
-// repair, of a torn record at the end of the log.
-func (w *walWriter) zero(off, end int64) error {
-	if _, err := w.f.WriteAt(make([]byte, end-off), off); err != nil {
-		return fmt.Errorf("clear torn log record: %w", err)
+// clearTail overwrites the crash residue at the end of the active segment
+// with zeros: the one repair. It is made in steps (clearSteps), each
+// synced, so that a crash during it leaves a segment the next scan still
+// reads as the same residue.
+func (w *walWriter) clearTail(t *tornRecord) error {
+	for _, step := range clearSteps(t) {
+		for _, r := range step {
+			if err := w.writeZeros(r[0], r[1]); err != nil {
+				return err
+			}
+		}
+		if err := w.sync(); err != nil {
+			return err
+		}
 	}
-	return w.sync()
+	return nil
+}
+
+// clearSteps are the ranges clearTail zeros, step by step: first
+// everything but the sectors holding intact record headers, then those,
+// one at a time and the last first. Zeroing a header before what follows
+// it could leave bytes after a zero header that no flagged header
+// explains (damage); this way every intermediate state is a torn record
+// followed by flagged headers and zeros.
+func clearSteps(t *tornRecord) [][][2]int64 {
+	var first [][2]int64
+	from := t.off
+	for _, h := range t.heads {
+		if h > from {
+			first = append(first, [2]int64{from, h})
+		}
+		from = min(h+sectorSize, t.end)
+	}
+	if t.end > from {
+		first = append(first, [2]int64{from, t.end})
+	}
+	steps := [][][2]int64{first}
+	for i := len(t.heads) - 1; i >= 0; i-- {
+		h := t.heads[i]
+		steps = append(steps, [][2]int64{{h, min(h+sectorSize, t.end)}})
+	}
+	return steps
+}
+
+func (w *walWriter) writeZeros(off, end int64) error {
+	for off < end {
+		n := min(end-off, int64(len(zeroBlock)))
+		if _, err := w.f.WriteAt(zeroBlock[:n], off); err != nil {
+			return fmt.Errorf("clear the log's torn end: %w", err)
+		}
+		off += n
+	}
+	return nil
 }
 
 // removeThrough deletes the segments whose every record is at or before

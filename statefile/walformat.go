@@ -31,7 +31,9 @@ import (
 //	  0  magic "WFR1" (u32)
 //	  4  payload length (u32)
 //	  8  sequence (u64)
-//	  16 flags (u32, 0)
+//	  16 flags (u32): bit 0 (recAfterUnsynced) set when the record was
+//	     written while the record before it was written but not yet
+//	     fdatasynced; no other bit is defined
 //	  20 CRC32C of bytes 0..20 (the header CRC, u32)
 //	  24 payload (encoded ops)
 //	  24+n CRC32C of bytes 0..24+n (u32)
@@ -39,6 +41,14 @@ import (
 // Integers are big-endian. The bytes between records (padding to the next
 // sector) and after the last record are zero: the segment was
 // preallocated, and wf never writes there.
+//
+// recAfterUnsynced is the writer's evidence for the one repair beyond a
+// torn last record (scanResidue): a RecordSpawn is written without a
+// sync, so the commit after it can reach the disk while a power loss
+// loses part of the spawn's sectors. A flagged record says "no fdatasync
+// completed between the record before me and me"; the writer syncs an
+// unsynced record before it rotates or checkpoints, so a flagged record
+// is never the first of a segment.
 
 const (
 	sectorSize       = 512
@@ -50,6 +60,9 @@ const (
 	recHeaderSize    = 24
 	recOverhead      = recHeaderSize + 4
 	maxRecordPayload = 1 << 30
+
+	recAfterUnsynced uint32 = 1 << 0
+	knownRecordFlags        = recAfterUnsynced
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -103,14 +116,16 @@ func decodeSegHeader(b []byte) (segHeader, error) {
 }
 
 // encodeRecord returns the bytes of one record: header, payload, CRC.
-func encodeRecord(seq uint64, payload []byte) []byte { return appendRecord(nil, seq, payload) }
+func encodeRecord(seq uint64, flags uint32, payload []byte) []byte {
+	return appendRecord(nil, seq, flags, payload)
+}
 
-func appendRecord(b []byte, seq uint64, payload []byte) []byte {
+func appendRecord(b []byte, seq uint64, flags uint32, payload []byte) []byte {
 	start := len(b)
 	b = binary.BigEndian.AppendUint32(b, recMagic)
 	b = binary.BigEndian.AppendUint32(b, uint32(len(payload)))
 	b = binary.BigEndian.AppendUint64(b, seq)
-	b = binary.BigEndian.AppendUint32(b, 0)
+	b = binary.BigEndian.AppendUint32(b, flags)
 	b = binary.BigEndian.AppendUint32(b, crc32c(b[start:start+20]))
 	b = append(b, payload...)
 	return binary.BigEndian.AppendUint32(b, crc32c(b[start:]))
@@ -119,12 +134,12 @@ func appendRecord(b []byte, seq uint64, payload []byte) []byte {
 // appendRecordOps is appendRecord of the payload appendOps would make of
 // every group in turn (n bytes: the sum of their opsSize), encoded in
 // place.
-func appendRecordOps(b []byte, seq uint64, groups [][]op, n int) []byte {
+func appendRecordOps(b []byte, seq uint64, flags uint32, groups [][]op, n int) []byte {
 	start := len(b)
 	b = binary.BigEndian.AppendUint32(b, recMagic)
 	b = binary.BigEndian.AppendUint32(b, uint32(n))
 	b = binary.BigEndian.AppendUint64(b, seq)
-	b = binary.BigEndian.AppendUint32(b, 0)
+	b = binary.BigEndian.AppendUint32(b, flags)
 	b = binary.BigEndian.AppendUint32(b, crc32c(b[start:start+20]))
 	for _, g := range groups {
 		b = appendOps(b, g)
@@ -141,17 +156,26 @@ func alignUp(n int64) int64 { return (n + sectorSize - 1) / sectorSize * sectorS
 // walRecord is one decoded record.
 type walRecord struct {
 	seq     uint64
+	flags   uint32
 	payload []byte
 	// off is where the record starts in its segment.
 	off int64
 }
 
-// tornRecord describes a torn write at the end of the last segment: the
-// record's header is intact, its checksum fails, part of it never reached
-// the disk (an all-zero sector) and nothing follows it.
+// tornRecord describes the end of the last segment that a crash cut
+// short (scanResidue): the first record not kept (seq, at off; its header
+// may be lost), and everything after it up to end, nothing but zeros after
+// that. None of it was ever acknowledged as synced, so the writer clears
+// [off, end) and appends at off.
 type tornRecord struct {
 	seq      uint64
-	off, end int64 // the record's extent in the segment
+	off, end int64
+	// heads are the offsets of the record headers still intact in
+	// [off, end), in order: the repair zeros them last (clearTail).
+	heads []int64
+	// after is how many flagged records after the first were found (and
+	// are cleared with it).
+	after int
 }
 
 // segScan is what a scan of one segment's bytes found.
@@ -188,12 +212,21 @@ func scanSegment(data []byte, h segHeader, last bool) (segScan, error) {
 		}
 		hdr := data[off : off+recHeaderSize]
 		if allZero(hdr) {
-			if i := firstNonZero(data[off:]); i >= 0 {
-				return sc, fmt.Errorf("has non-zero bytes at offset %d after its last record (sequence %d)", off+int64(i), next-1)
+			i := firstNonZero(data[off:])
+			if i < 0 {
+				return sc, nil
 			}
-			return sc, nil
+			// The record's first sector may never have reached the disk
+			// while later records did.
+			if last {
+				if end, heads, ok := scanResidue(data, off, next); ok && len(heads) > 0 {
+					sc.torn = &tornRecord{seq: next, off: off, end: end, heads: heads, after: len(heads)}
+					return sc, nil
+				}
+			}
+			return sc, fmt.Errorf("has non-zero bytes at offset %d after its last record (sequence %d)", off+int64(i), next-1)
 		}
-		n, seq, err := decodeRecordHeader(hdr)
+		n, seq, flags, err := decodeRecordHeader(hdr)
 		if err != nil {
 			return sc, fmt.Errorf("record at offset %d (sequence %d expected): %v", off, next, err)
 		}
@@ -206,16 +239,18 @@ func scanSegment(data []byte, h segHeader, last bool) (segScan, error) {
 		}
 		rec := data[off : off+ext]
 		body := int64(recHeaderSize) + int64(n)
+		pad := min(off+alignUp(ext), int64(len(data)))
 		if crc32c(rec[:body]) != binary.BigEndian.Uint32(rec[body:]) {
-			if last && isTorn(data, off, off+ext) {
-				sc.torn = &tornRecord{seq: seq, off: off, end: off + ext}
-				return sc, nil
+			if last && hasZeroSector(data, off, off+ext) && allZero(data[off+ext:pad]) {
+				if end, heads, ok := scanResidue(data, pad, seq+1); ok {
+					sc.torn = &tornRecord{seq: seq, off: off, end: end, heads: append([]int64{off}, heads...), after: len(heads)}
+					return sc, nil
+				}
 			}
 			return sc, fmt.Errorf("record %d at offset %d: checksum mismatch", seq, off)
 		}
-		sc.records = append(sc.records, walRecord{seq: seq, payload: rec[recHeaderSize:body], off: off})
+		sc.records = append(sc.records, walRecord{seq: seq, flags: flags, payload: rec[recHeaderSize:body], off: off})
 		next++
-		pad := min(off+alignUp(ext), int64(len(data)))
 		if i := firstNonZero(data[off+ext : pad]); i >= 0 {
 			return sc, fmt.Errorf("has non-zero padding at offset %d after record %d", off+ext+int64(i), seq)
 		}
@@ -223,33 +258,85 @@ func scanSegment(data []byte, h segHeader, last bool) (segScan, error) {
 	}
 }
 
+// scanResidue reads what follows a record a crash cut short (torn, or its
+// first sector lost) in the last segment, from off, the next record
+// expected being next. It accepts only crash residue: records whose
+// headers carry recAfterUnsynced, in increasing sequence, each whole or
+// itself cut short (its checksum is not checked: none of it is kept), then
+// nothing but zeros. Where a header is zero but bytes follow (another
+// record whose first sector was lost) it looks for the next header at
+// each sector; bytes it skips must come after a flagged record or
+// before one.
+//
+// Why that is safe: the record cut short was written and never reached
+// the disk whole, so no fdatasync completed after its write (on a disk
+// that honours fdatasync); every flagged record was written while the
+// record before it was unsynced, so none of them was acknowledged as
+// synced either, and clearing them all loses nothing acknowledged. A
+// record written after a completed sync carries no flag, so a lost sector
+// among older, synced records (a bad block) is followed by an unflagged
+// record and stays damage. Like the torn last record, a bad block in
+// the last unsynced run of the log cannot be told from a crash.
+func scanResidue(data []byte, off int64, next uint64) (end int64, heads []int64, ok bool) {
+	size := int64(len(data))
+	searching, junk := false, false
+	for {
+		if off >= size || allZero(data[off:]) {
+			// Bytes no header explains at the very end: the tail of a
+			// record whose first sector was lost. Written after a flagged
+			// record, it was no more acknowledged than that one (only a
+			// second lost sector, on its header, could hide that it was
+			// written after a sync); with no flagged record seen, it is
+			// damage.
+			return min(off, size), heads, !junk || len(heads) > 0
+		}
+		hdr := data[off : off+recHeaderSize]
+		n, seq, flags, err := decodeRecordHeader(hdr)
+		if err != nil || seq < next || !searching && seq != next || off+int64(recOverhead)+int64(n) > size {
+			if !searching && !allZero(hdr) {
+				return 0, nil, false
+			}
+			// A record whose first sector was lost: its length is unknown.
+			searching = true
+			junk = junk || !allZero(data[off:off+sectorSize])
+			off += sectorSize
+			continue
+		}
+		if flags&recAfterUnsynced == 0 {
+			return 0, nil, false
+		}
+		heads = append(heads, off)
+		next, searching, junk = seq+1, false, false
+		off = min(off+alignUp(int64(recOverhead)+int64(n)), size)
+	}
+}
+
 // decodeRecordHeader checks a record header and returns the payload
-// length and sequence.
-func decodeRecordHeader(hdr []byte) (n uint32, seq uint64, err error) {
+// length, sequence and flags.
+func decodeRecordHeader(hdr []byte) (n uint32, seq uint64, flags uint32, err error) {
 	if binary.BigEndian.Uint32(hdr[0:]) != recMagic {
-		return 0, 0, errors.New("not a record header (bad magic)")
+		return 0, 0, 0, errors.New("not a record header (bad magic)")
 	}
 	if crc32c(hdr[:20]) != binary.BigEndian.Uint32(hdr[20:]) {
-		return 0, 0, errors.New("record header checksum mismatch")
+		return 0, 0, 0, errors.New("record header checksum mismatch")
 	}
-	if binary.BigEndian.Uint32(hdr[16:]) != 0 {
-		return 0, 0, errors.New("record header has unknown flags")
+	flags = binary.BigEndian.Uint32(hdr[16:])
+	if unknown := flags &^ knownRecordFlags; unknown != 0 {
+		// Its checksum holds, so a wf that knows more wrote it: not
+		// damage, but not something to guess about either.
+		return 0, 0, 0, fmt.Errorf("record header has flags %#x that this wf does not know (written by a newer wf? open the state with that one)", unknown)
 	}
 	n = binary.BigEndian.Uint32(hdr[4:])
 	if n > maxRecordPayload {
-		return 0, 0, fmt.Errorf("record payload length %d is implausible", n)
+		return 0, 0, 0, fmt.Errorf("record payload length %d is implausible", n)
 	}
-	return n, binary.BigEndian.Uint64(hdr[8:]), nil
+	return n, binary.BigEndian.Uint64(hdr[8:]), flags, nil
 }
 
-// isTorn reports whether the record occupying data[off:end] (its header
-// valid, its checksum failing) is a write cut short: some sector of the
-// record is entirely zero within the record (that part never reached the
-// disk) and every byte after the record is zero.
-func isTorn(data []byte, off, end int64) bool {
-	if !allZero(data[end:]) {
-		return false
-	}
+// hasZeroSector reports whether some sector of the record occupying
+// data[off:end] is entirely zero within the record: part of it never
+// reached the disk.
+func hasZeroSector(data []byte, off, end int64) bool {
 	for s := off; s < end; s += sectorSize {
 		if allZero(data[s:min(s+sectorSize, end)]) {
 			return true

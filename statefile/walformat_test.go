@@ -20,7 +20,7 @@ func buildSegment(t testing.TB, first uint64, size int64, payloads ...int) ([]by
 	var offs []int64
 	for i, n := range payloads {
 		payload := bytes.Repeat([]byte{byte('a' + i%26)}, n)
-		rec := encodeRecord(first+uint64(i), payload)
+		rec := encodeRecord(first+uint64(i), 0, payload)
 		if off+int64(len(rec)) > size {
 			t.Fatalf("record %d does not fit", i)
 		}
@@ -119,7 +119,7 @@ func TestDamageIsNeverTorn(t *testing.T) {
 		{"garbage after the log", func(d []byte) { d[len(d)-1] = 1 }, "non-zero bytes"},
 		{"header neither zero nor valid", func(d []byte) { d[offs[2]+2] ^= 0x40 }, "record at offset"},
 		{"sequence skipped", func(d []byte) {
-			copy(d[offs[2]:], encodeRecord(9, bytes.Repeat([]byte{'c'}, 200)))
+			copy(d[offs[2]:], encodeRecord(9, 0, bytes.Repeat([]byte{'c'}, 200)))
 		}, "has sequence 9, want 3"},
 		{"non-zero padding", func(d []byte) { d[offs[0]+recOverhead+100+3] = 7 }, "non-zero padding"},
 	}
@@ -236,7 +236,7 @@ func TestRecordOpsEncodedInPlace(t *testing.T) {
 	if n != len(payload) {
 		t.Fatalf("opsSize says %d bytes, appendOps wrote %d", n, len(payload))
 	}
-	if got, want := appendRecordOps([]byte("prefix"), 7, groups, n), append([]byte("prefix"), encodeRecord(7, payload)...); !bytes.Equal(got, want) {
+	if got, want := appendRecordOps([]byte("prefix"), 7, 0, groups, n), append([]byte("prefix"), encodeRecord(7, 0, payload)...); !bytes.Equal(got, want) {
 		t.Fatal("appendRecordOps differs from appendRecord of appendOps")
 	}
 }

@@ -509,7 +509,9 @@ func writeCheckReport(w io.Writer, r *statefile.CheckReport, verbose bool) {
 		r.Budgets, plural(r.Budgets, "budget", "budgets"),
 		r.Breakers, plural(r.Breakers, "breaker", "breakers"),
 		r.Spawns, plural(r.Spawns, "spawn", "spawns"))
-	if r.TornRecord > 0 {
+	if r.TornAfter > 0 {
+		fmt.Fprintf(tw, "  note\tlog records from %d on were cut short by a power loss (%d written after it with no sync completed in between); none was acknowledged as synced, and the next wf apply clears them\n", r.TornRecord, r.TornAfter)
+	} else if r.TornRecord > 0 {
 		fmt.Fprintf(tw, "  note\tlog record %d was cut short by a crash; it was never acknowledged, and the next wf apply clears it\n", r.TornRecord)
 	}
 	if verbose && r.Residue > 0 {

@@ -110,7 +110,10 @@ func (r *Runner) runExec(ctx context.Context, req Request) (any, *Failure, strin
 		// locked, and attempts never lock theirs.
 		// The pidfd lets pipes.wait see the exit in the same poll as the
 		// output; -1 is left there by a kernel without pidfds.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, PidFD: &pidfd}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		if usePidfd {
+			cmd.SysProcAttr.PidFD = &pidfd
+		}
 		return cmd
 	}
 	// As exec.CommandContext's Start does, a context already done starts

@@ -12,6 +12,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// usePidfd is false only in tests, which run the path of a kernel without
+// pidfds (a goroutine waits) on kernels that have them.
+var usePidfd = true
+
 // attemptPipes captures an exec attempt's stdout and stderr without the
 // machinery os/exec uses for a writer that is not an *os.File: two pipes
 // whose both ends it registers with the netpoller, one copy goroutine per

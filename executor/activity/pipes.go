@@ -145,7 +145,10 @@ func (p *attemptPipes) wait(ctx context.Context, cmd *exec.Cmd, pidfd int, stdou
 			if errors.Is(err, unix.EINTR) {
 				continue
 			}
-			// Not expected with valid fds; stop reading and reap.
+			// Not expected with valid fds (ENOMEM at worst). Nothing
+			// reads the pipes any more, so a child writing to them would
+			// block for ever: kill its group, then reap it.
+			_ = killGroup(cmd.Process.Pid)
 			break
 		}
 		for _, f := range fds {

@@ -3,9 +3,7 @@ package activity
 import (
 	"context"
 	"os/exec"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/wf-engine/wf/config"
 )
@@ -24,13 +22,11 @@ func BenchmarkExecTrue(b *testing.B) {
 	}
 	ctx := context.Background()
 	b.ReportAllocs()
-	before := selfCPU()
 	for b.Loop() {
 		if res := r.Run(ctx, req); res.Failure != nil {
 			b.Fatalf("failure %+v", *res.Failure)
 		}
 	}
-	reportCPU(b, before)
 }
 
 // BenchmarkRawSpawnTrue is the floor: os/exec running `true` directly.
@@ -40,26 +36,9 @@ func BenchmarkRawSpawnTrue(b *testing.B) {
 		b.Skip("true not found")
 	}
 	b.ReportAllocs()
-	before := selfCPU()
 	for b.Loop() {
 		if err := exec.Command(path).Run(); err != nil {
 			b.Fatal(err)
 		}
 	}
-	reportCPU(b, before)
-}
-
-// selfCPU is the CPU time (user+sys, getrusage) of the benchmark's own
-// process, without its children: on a shared machine wall time is mostly
-// waiting for a CPU, and what the runner adds to a spawn is its own CPU.
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func reportCPU(b *testing.B, before time.Duration) {
-	b.ReportMetric(float64((selfCPU()-before).Microseconds())/float64(b.N), "cpu_us/op")
 }

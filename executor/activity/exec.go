@@ -85,22 +85,14 @@ func (r *Runner) runExec(ctx context.Context, req Request) (any, *Failure, strin
 	}
 
 	stdout, stderr := newCapBuffer(r.maxOutput), newCapBuffer(r.maxOutput)
-	pipes, err := newAttemptPipes()
-	if err != nil {
-		return out, &Failure{Type: TypeExecStart, Message: err.Error()}, details
-	}
-	defer pipes.close()
-	pidfd := -1
 	newCmd := func(path string) *exec.Cmd {
-		cmd := exec.Command(path)
+		cmd := exec.CommandContext(actx, path)
 		cmd.Args = argv
 		cmd.Env = env
 		cmd.Dir = spec.Dir
 		cmd.Stdin = files.stdin
-		// *os.File ends: os/exec hands them to the child as they are and
-		// starts no copy goroutine; pipes.wait reads them (pipes.go).
-		cmd.Stdout = pipes.outW
-		cmd.Stderr = pipes.errW
+		cmd.Stdout = stdout
+		cmd.Stderr = stderr
 		// Pdeathsig: if wf dies (kill -9, a crash), the kernel kills the
 		// direct child at once rather than letting it run unsupervised.
 		// It reaches only that child (grandchildren are ended by the
@@ -108,31 +100,22 @@ func (r *Runner) runExec(ctx context.Context, req Request) (any, *Failure, strin
 		// it fires when the forking OS thread exits, which for Go means
 		// the process: the runtime never retires a thread that is not
 		// locked, and attempts never lock theirs.
-		// The pidfd lets pipes.wait see the exit in the same poll as the
-		// output; -1 is left there by a kernel without pidfds.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-		if usePidfd {
-			cmd.SysProcAttr.PidFD = &pidfd
-		}
+		cmd.Cancel = func() error { return killGroup(cmd.Process.Pid) }
+		// Without WaitDelay a grandchild that inherited stdout would keep
+		// Wait blocked until it exits, even after the leader is gone.
+		cmd.WaitDelay = r.waitDelay
 		return cmd
 	}
-	// As exec.CommandContext's Start does, a context already done starts
-	// nothing.
-	start := func(cmd *exec.Cmd) error {
-		if err := actx.Err(); err != nil {
-			return err
-		}
-		return cmd.Start()
-	}
 	cmd := newCmd(path)
-	if err := start(cmd); err != nil {
+	if err := cmd.Start(); err != nil {
 		r.shared.forget(argv[0], pathEnv, spec.Dir)
 		// A cached program may have been removed or moved since it was
 		// looked up: look again, and try once more if it is elsewhere now.
 		if cached {
 			if fresh, _, lerr := r.shared.lookPath(argv[0], pathEnv, spec.Dir); lerr == nil && fresh != path {
 				cmd = newCmd(fresh)
-				err = start(cmd)
+				err = cmd.Start()
 			}
 		}
 		if err != nil {
@@ -146,7 +129,6 @@ func (r *Runner) runExec(ctx context.Context, req Request) (any, *Failure, strin
 			return out, startFailure(argv[0], err), details
 		}
 	}
-	pipes.closeWriteEnds()
 	if hook := spawnHook(ctx); hook != nil {
 		hook(cmd.Process.Pid)
 	}
@@ -166,9 +148,7 @@ func (r *Runner) runExec(ctx context.Context, req Request) (any, *Failure, strin
 			removeFile(files.error)
 		}
 	}()
-	// A grandchild that inherited stdout would otherwise keep the wait
-	// until it exits, even after the leader is gone: r.waitDelay bounds it.
-	waitErr := pipes.wait(actx, cmd, pidfd, stdout, stderr, r.waitDelay)
+	waitErr := cmd.Wait()
 	var (
 		hung      bool
 		sinceBeat time.Duration

@@ -5,11 +5,11 @@ import (
 	"encoding/binary"
 	"hash/maphash"
 	"math"
-	"slices"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/wf-engine/wf/config/jsontext"
 	"github.com/wf-engine/wf/retry"
 )
 
@@ -131,12 +131,7 @@ func appendStrMap(b []byte, m map[string]string) []byte {
 		return append(b, 0)
 	}
 	b = appendUint(b, uint64(len(m))+1)
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
+	for _, k := range jsontext.SortedKeys(m) {
 		b = appendStr(appendStr(b, k), m[k])
 	}
 	return b

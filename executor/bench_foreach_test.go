@@ -64,7 +64,7 @@ func BenchmarkForEachExecTrue10k(b *testing.B) {
 			}
 		}()
 		b.StartTimer()
-		run, err := Start(context.Background(), Options{Config: cfg, Instances: instances(cfg, nil), Store: &commits, Runner: runner, Bus: bus, Parallelism: fanOutParallelism})
+		run, err := Start(context.Background(), Options{Config: cfg, Instances: instances(cfg, nil), Store: commits.run(), Runner: runner, Bus: bus, Parallelism: fanOutParallelism})
 		if err != nil {
 			b.Fatal(err)
 		}

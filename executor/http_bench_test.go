@@ -104,7 +104,7 @@ func runHTTPWorkflow(b *testing.B, cfg *config.Config, parallelism int, runner A
 	}
 	commits.use(st)
 	began := time.Now()
-	run, err := Start(context.Background(), Options{Config: cfg, Instances: instances(cfg, nil), Store: commits, Runner: runner, Parallelism: parallelism})
+	run, err := Start(context.Background(), Options{Config: cfg, Instances: instances(cfg, nil), Store: commits.run(), Runner: runner, Parallelism: parallelism})
 	if err != nil {
 		b.Fatal(err)
 	}

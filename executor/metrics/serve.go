@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -132,22 +134,37 @@ func (s *Server) Close() error {
 // directory (named so the collector ignores it), synced, then renamed over
 // path. Readers see the old file or the new one, never a part.
 //
+// Every step works in the directory opened once at the start (an
+// os.Root), not by path: a directory moved or renamed in the middle of a
+// write gets the whole file, and a failed write removes its temporary
+// file wherever the directory went, so none is ever left behind. The
+// next write then looks for the directory at path again.
+//
 // The Go runtime and process metrics are left out on purpose:
 // node_exporter has go_* and process_* metrics of its own, and the same
 // names from a text file break its scrape.
-func (m *Metrics) WriteFile(path string) (err error) {
+func (m *Metrics) WriteFile(path string) error { return m.writeFile(path, nil) }
+
+// writeFile is WriteFile; beforeRename, when set (tests), runs once the
+// temporary file is written and synced.
+func (m *Metrics) writeFile(path string, beforeRename func()) (err error) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
 	}
-	f, err := os.CreateTemp(dir, "."+base+".*.tmp")
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return fileErr(path, err)
+	}
+	defer root.Close()
+	f, tmp, err := createTemp(root, base)
 	if err != nil {
 		return fileErr(path, err)
 	}
 	defer func() {
 		if err != nil {
 			f.Close()
-			os.Remove(f.Name())
+			root.Remove(tmp)
 		}
 	}()
 	if err := m.WriteText(f); err != nil {
@@ -163,10 +180,27 @@ func (m *Metrics) WriteFile(path string) (err error) {
 	if err := f.Close(); err != nil {
 		return fileErr(path, err)
 	}
-	if err := os.Rename(f.Name(), path); err != nil {
+	if beforeRename != nil {
+		beforeRename()
+	}
+	if err := root.Rename(tmp, base); err != nil {
 		return fileErr(path, err)
 	}
 	return nil
+}
+
+// createTemp creates a new file ".BASE.RANDOM.tmp" in root, as
+// os.CreateTemp does in a directory named by path.
+func createTemp(root *os.Root, base string) (*os.File, string, error) {
+	for range 100 {
+		name := "." + base + "." + strconv.FormatUint(rand.Uint64(), 36) + ".tmp"
+		f, err := root.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		return f, name, err
+	}
+	return nil, "", fmt.Errorf("create a temporary file for %s: too many exist", base)
 }
 
 // fileErr names path, not the temporary file, and the step that failed.

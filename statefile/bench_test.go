@@ -29,9 +29,12 @@ func benchAttempt(n int) *record.Attempt {
 // Commit, the executor's worst case; group commit merges them. Each
 // iteration also runs the physical limit (rawFdatasync: 100 records' bytes
 // per fdatasync, in the same directory) so that the ratio compares runs
-// taken under the same load, and an ideal group commit of the same 64
-// writers with no store work (idealgroup_test.go): what any group commit
-// of this shape can reach on this disk and these cores.
+// taken under the same load, the same limit at 64 records per fdatasync
+// (the most one batch of 64 one-record writers can carry: ratio_raw64),
+// and an ideal group commit of the same 64 writers with no store work
+// (idealgroup_test.go): what any group commit of this shape can reach on
+// this disk and these cores, with two variants closer to wf (its file
+// preallocated like wf's log; and writers that also encode their record).
 func BenchmarkCommitGroup(b *testing.B) {
 	const workers, perWorker = 64, 32
 	dir := b.TempDir()
@@ -41,7 +44,10 @@ func BenchmarkCommitGroup(b *testing.B) {
 	b0, r0 := s.batches.Load(), s.batchedReqs.Load()
 	var elapsed, cpu time.Duration
 	var raw rawRate
+	raw64 := rawRate{perSync: workers}
 	var ideal idealGroup
+	idealPrealloc := idealGroup{prealloc: true}
+	idealEncode := idealGroup{prealloc: true, encode: true}
 	b.ResetTimer()
 	for range b.N {
 		start := time.Now()
@@ -62,16 +68,24 @@ func BenchmarkCommitGroup(b *testing.B) {
 		elapsed += time.Since(start)
 		cpu += cpuTime() - c0
 		raw.run(b, dir, 20)
+		raw64.run(b, dir, 20)
 		ideal.run(b, dir, workers, perWorker)
+		idealPrealloc.run(b, dir, workers, perWorker)
+		idealEncode.run(b, dir, workers, perWorker)
 	}
 	rate := float64(seq.Load()) / elapsed.Seconds()
 	b.ReportMetric(rate, "records/s")
 	b.ReportMetric(raw.rate(), "raw_records/s")
 	b.ReportMetric(rate/raw.rate(), "ratio")
+	b.ReportMetric(raw64.rate(), "raw64_records/s")
+	b.ReportMetric(rate/raw64.rate(), "ratio_raw64")
 	b.ReportMetric(ideal.rate(), "ideal_records/s")
 	b.ReportMetric(ideal.rate()/raw.rate(), "ideal_ratio")
 	b.ReportMetric(rate/ideal.rate(), "of_ideal")
 	b.ReportMetric(float64(ideal.records)/float64(ideal.batches), "ideal_records/batch")
+	b.ReportMetric(idealPrealloc.rate()/raw.rate(), "ideal_prealloc_ratio")
+	b.ReportMetric(idealEncode.rate()/raw.rate(), "ideal_encode_ratio")
+	b.ReportMetric(rate/idealEncode.rate(), "of_ideal_encode")
 	b.ReportMetric(float64(s.batchedReqs.Load()-r0)/float64(s.batches.Load()-b0), "commits/batch")
 	b.ReportMetric(float64(cpu.Nanoseconds())/1000/float64(seq.Load()), "cpu_µs/record")
 	reportSplit(b, s)
@@ -127,15 +141,20 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// rawRate accumulates the physical limit: syncs of 100 encoded attempts
-// appended to a plain file, each followed by fdatasync.
+// rawRate accumulates the physical limit: syncs of perSync (100 unless
+// set) encoded attempts appended to a plain file, each followed by
+// fdatasync.
 type rawRate struct {
+	perSync int
 	records int
 	elapsed time.Duration
 }
 
 func (r *rawRate) run(b *testing.B, dir string, syncs int) {
-	const perSync = 100
+	perSync := r.perSync
+	if perSync == 0 {
+		perSync = 100
+	}
 	rec, err := record.Encode(benchAttempt(123456))
 	if err != nil {
 		b.Fatal(err)

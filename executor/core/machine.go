@@ -62,7 +62,12 @@ type act struct {
 	heapIdx int
 	qIdx    int
 	dirty   bool
-	budget  string // the budget shown on this activity's events
+	// timerWritten is what the last record this core wrote of the
+	// activity said of its timer (none written yet: unknown), so that
+	// the next write without one can tell the store there is no timer
+	// index entry to delete (record.Mutation.NoTimerBefore).
+	timerWritten timerWritten
+	budget       string // the budget shown on this activity's events
 	// rule is the retry rule that decided the last failure (-1: none yet);
 	// its maximum_attempts is the limit the next attempts are counted
 	// against, so a 429 rule allowing 10 shows "attempt k/10".
@@ -81,6 +86,21 @@ type act struct {
 	// upstream values, redaction): expand.go, trigger.go, redact.go.
 	actExt
 }
+
+// timerWritten is what a core's last write of an activity's record said
+// of its timer. Only the core's own writes count: they are committed in
+// the order it made them, so after the first one (which deletes or sets
+// the store's timer index entry, whatever the stored record was) the
+// index entry exists exactly when the last record written has a timer. A
+// record deleted meanwhile (DeleteActivity) takes its entry with it,
+// which leaves "none" true.
+type timerWritten uint8
+
+const (
+	timerUnknown timerWritten = iota // nothing written in this run
+	timerNone
+	timerSet
+)
 
 // actLate is the part of a node that only running attempts with
 // heartbeats and upstream values read by expressions use.
@@ -497,7 +517,11 @@ func (c *Core) flush() {
 	}
 	for _, a := range c.dirtyActs {
 		r := copyActivity(a.rec)
-		ms = append(ms, record.Mutation{Activity: &r})
+		ms = append(ms, record.Mutation{Activity: &r, NoTimerBefore: r.Timer == nil && a.timerWritten == timerNone})
+		a.timerWritten = timerNone
+		if r.Timer != nil {
+			a.timerWritten = timerSet
+		}
 		a.dirty = false
 	}
 	for _, name := range c.budgetOrder {

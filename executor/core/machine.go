@@ -62,10 +62,9 @@ type act struct {
 	heapIdx int
 	qIdx    int
 	dirty   bool
-	// timerWritten is what the last record this core wrote of the
-	// activity said of its timer (none written yet: unknown), so that
-	// the next write without one can tell the store there is no timer
-	// index entry to delete (record.Mutation.NoTimerBefore).
+	// timerWritten is whether the store's timer index has an entry of
+	// the activity, so that a write without a timer can tell the store
+	// there is none to delete (record.Mutation.NoTimerBefore).
 	timerWritten timerWritten
 	budget       string // the budget shown on this activity's events
 	// rule is the retry rule that decided the last failure (-1: none yet);
@@ -87,17 +86,19 @@ type act struct {
 	actExt
 }
 
-// timerWritten is what a core's last write of an activity's record said
-// of its timer. Only the core's own writes count: they are committed in
-// the order it made them, so after the first one (which deletes or sets
-// the store's timer index entry, whatever the stored record was) the
-// index entry exists exactly when the last record written has a timer. A
-// record deleted meanwhile (DeleteActivity) takes its entry with it,
-// which leaves "none" true.
+// timerWritten is what the store's timer index holds of an activity, as
+// the core knows it: first what the record it loaded says (the index
+// matches the records when a store opens; a record the store does not
+// have has no entry), then what its last write of the record said. Its
+// writes are committed in the order it made them, so the index entry
+// exists exactly when the last record written has a timer. A record
+// deleted meanwhile (DeleteActivity) takes its entry with it, which
+// leaves "none" true; a moved record (RenameActivity, at Start, before
+// any node is made) moves its entry with it.
 type timerWritten uint8
 
 const (
-	timerUnknown timerWritten = iota // nothing written in this run
+	timerUnknown timerWritten = iota
 	timerNone
 	timerSet
 )

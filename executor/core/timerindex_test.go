@@ -10,10 +10,10 @@ import (
 )
 
 // TestNoTimerBefore: a write of an activity without a timer tells the
-// store there is no timer index entry to delete exactly when the core's
-// last write of it had no timer either; the first write of a run says
-// nothing (the stored record is not the core's). Every harness step also
-// checks the index a store would keep (memState.checkTimers).
+// store there is no timer index entry to delete exactly when the record
+// last written (in this run, or the stored one the run began with) had no
+// timer either. Every harness step also checks the index a store would
+// keep (memState.checkTimers).
 func TestNoTimerBefore(t *testing.T) {
 	w := &world{wf: workflow(
 		execAct("charge", []retry.Rule{{Policy: expo(time.Second, 3)}}),
@@ -39,7 +39,7 @@ func TestNoTimerBefore(t *testing.T) {
 		charge, ship []write
 	}{
 		{"start", h.start,
-			[]write{{record.StatusRunning, false, false}}, []write{{record.StatusPending, false, false}}},
+			[]write{{record.StatusRunning, false, true}}, []write{{record.StatusPending, false, true}}},
 		{"failure: a retry timer", func() Ready { return h.finish("charge", fail("exit:1")) },
 			[]write{{record.StatusWaiting, true, false}}, nil},
 		{"retry: the last write had a timer", func() Ready { h.at(time.Second); return h.tick() },
@@ -48,6 +48,19 @@ func TestNoTimerBefore(t *testing.T) {
 			[]write{{record.StatusSucceeded, false, true}}, []write{{record.StatusRunning, false, true}}},
 		{"downstream succeeds", func() Ready { return h.finish("ship", nil) },
 			nil, []write{{record.StatusSucceeded, false, true}}},
+		{"charge fails again: a retry timer", func() Ready {
+			// A new run over that state: charge runs again (its
+			// definition "changed"), ship after it.
+			w.modes = map[string]Mode{"charge": ModeFresh, "ship": ModeFresh}
+			h = newHarness(t, w, h.state, h.now)
+			h.start()
+			return h.finish("charge", fail("exit:1"))
+		}, []write{{record.StatusWaiting, true, false}}, nil},
+		{"a third run resumes the retry: the stored record has a timer", func() Ready {
+			w.modes = nil
+			h = newHarness(t, w, h.state, h.now.Add(time.Second))
+			return h.start()
+		}, []write{{record.StatusRunning, false, false}}, nil},
 	}
 	for _, s := range steps {
 		r := s.step()

@@ -239,6 +239,7 @@ workflow "w" {
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
+	checkTimerIndex(t, dir, 1)
 
 	st = open()
 	defer st.Close()
@@ -271,5 +272,24 @@ workflow "w" {
 	}
 	if atts[0].IdempotencyKey != atts[1].IdempotencyKey {
 		t.Fatal("idempotency key changed across the restart")
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkTimerIndex(t, dir, 0)
+}
+
+// checkTimerIndex checks the closed state in dir as wf state check does
+// (the timer index must match the records both ways) and that it holds
+// want pending timers: the core tells the store which timer index entries
+// need no delete (record.Mutation.NoTimerBefore).
+func checkTimerIndex(t *testing.T, dir string, want int) {
+	t.Helper()
+	rep, err := statefile.Check(dir, statefile.Options{})
+	if err != nil {
+		t.Fatalf("check state: %v", err)
+	}
+	if rep.Timers != want {
+		t.Fatalf("%d timers in the index, want %d", rep.Timers, want)
 	}
 }

@@ -385,11 +385,16 @@ func appendMutation(ops []op, m record.Mutation) ([]op, error) {
 		ops = append(ops, op{kind: opSet, key: activityKey(a.Workflow, a.Instance, a.Name), val: v})
 		// The timer index is written blind (no read of the old record), so
 		// an activity write costs no lookup.
-		tk := timerKey(a.Workflow, a.Instance, a.Name)
-		if a.Timer != nil {
-			return append(ops, op{kind: opSet, key: tk, val: []byte{}}), nil
+		switch {
+		case a.Timer != nil:
+			return append(ops, op{kind: opSet, key: timerKey(a.Workflow, a.Instance, a.Name), val: []byte{}}), nil
+		case m.NoTimerBefore:
+			// The writer's last record of it had no timer: there is no
+			// index entry to delete (a third of the Badger entries of an
+			// attempt's commits, when every write deleted blind).
+			return ops, nil
 		}
-		return append(ops, op{kind: opDelete, key: tk}), nil
+		return append(ops, op{kind: opDelete, key: timerKey(a.Workflow, a.Instance, a.Name)}), nil
 	case m.Attempt != nil:
 		a := m.Attempt
 		v, err := record.Encode(a)

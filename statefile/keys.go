@@ -102,7 +102,16 @@ func instanceKey(workflow, key string) []byte {
 }
 
 func activityKey(workflow, key, activity string) []byte {
-	return appendName(instancePrefix(tableActivity, workflow, key), activity)
+	return activityTableKey(tableActivity, workflow, key, activity)
+}
+
+// activityTableKey is the key of one activity in table (activities,
+// timers, spawns), in one allocation of its size: an activity is written
+// with its timer key on every step of an attempt.
+func activityTableKey(table byte, workflow, key, activity string) []byte {
+	b := make([]byte, 0, 1+len(workflow)+len(key)+len(activity)+6)
+	b = append(b, table)
+	return appendName(appendName(appendName(b, workflow), key), activity)
 }
 
 // appendActivityKey appends activityKey(workflow, key, activity) to b.
@@ -112,7 +121,7 @@ func appendActivityKey(b []byte, workflow, key, activity string) []byte {
 }
 
 func timerKey(workflow, key, activity string) []byte {
-	return appendName(instancePrefix(tableTimer, workflow, key), activity)
+	return activityTableKey(tableTimer, workflow, key, activity)
 }
 
 func attemptPrefix(workflow, key, activity string) []byte {
@@ -139,7 +148,7 @@ func attemptKey(workflow, key, activity string, generation, number int) []byte {
 }
 
 func spawnKey(workflow, key, activity string) []byte {
-	return appendName(instancePrefix(tableSpawn, workflow, key), activity)
+	return activityTableKey(tableSpawn, workflow, key, activity)
 }
 
 func budgetKey(name string) []byte {

@@ -29,3 +29,31 @@ func TestAppendNameEscapes(t *testing.T) {
 		}
 	}
 }
+
+// TestActivityTableKeys: the keys of an activity, its timer and its spawn
+// are the table byte and the three escaped names, byte for byte as the
+// instance prefix followed by the activity's name (how they were first
+// built), whatever the names hold.
+func TestActivityTableKeys(t *testing.T) {
+	tests := []struct {
+		name  string
+		table byte
+		key   func(workflow, key, activity string) []byte
+	}{
+		{"activity", tableActivity, activityKey},
+		{"timer", tableTimer, timerKey},
+		{"spawn", tableSpawn, spawnKey},
+	}
+	names := [][3]string{{"order", "k1", "charge"}, {"", "", ""}, {"w\x00", "a/b", `fetch["x\x00y"]`}}
+	for _, tt := range tests {
+		for _, n := range names {
+			want := appendName(instancePrefix(tt.table, n[0], n[1]), n[2])
+			if got := tt.key(n[0], n[1], n[2]); !bytes.Equal(got, want) {
+				t.Errorf("%s key of %q = %q, want %q", tt.name, n, got, want)
+			}
+		}
+	}
+	if got, want := activityKey("order", "k1", "charge"), []byte("aorder\x00\x01k1\x00\x01charge\x00\x01"); !bytes.Equal(got, want) {
+		t.Errorf("activityKey = %q, want %q", got, want)
+	}
+}

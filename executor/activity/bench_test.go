@@ -2,6 +2,9 @@ package activity
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"testing"
 
@@ -41,4 +44,50 @@ func BenchmarkRawSpawnTrue(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkHTTPGet measures one http attempt (GET, 200, an 11-byte JSON
+// body) against a loopback server on a kept-alive connection, server
+// included; BenchmarkRawHTTPGet is the same request made with a plain
+// client, for the runner's own share.
+func BenchmarkHTTPGet(b *testing.B) {
+	url := benchServer(b)
+	r := NewRunner(Options{TempDir: b.TempDir()})
+	b.Cleanup(func() { _ = r.Close() })
+	req := Request{
+		Workflow: "bench", Instance: "default", Activity: "get", Attempt: 1,
+		IdempotencyKey: "wf2-0123456789abcdef0123456789abcdef",
+		Spec:           &config.Resolved{HTTP: &config.HTTPSpec{URL: url}},
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if res := r.Run(ctx, req); res.Failure != nil {
+			b.Fatalf("failure %+v", *res.Failure)
+		}
+	}
+}
+
+func BenchmarkRawHTTPGet(b *testing.B) {
+	url := benchServer(b)
+	client := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	b.Cleanup(client.CloseIdleConnections)
+	b.ReportAllocs()
+	for b.Loop() {
+		resp, err := client.Get(url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+}
+
+func benchServer(b *testing.B) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"ok":true}`)
+	}))
+	b.Cleanup(srv.Close)
+	return srv.URL
 }

@@ -159,13 +159,6 @@ func (r *Runner) runHTTP(ctx context.Context, req Request) (any, *Failure) {
 	if method == "" {
 		method = http.MethodGet
 	}
-	u, err := url.Parse(spec.URL)
-	if err != nil {
-		return struct{}{}, &Failure{Type: TypeHTTPInvalidRequest, Message: fmt.Sprintf("parse url: %v", err), NonRetryable: true}
-	}
-	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return struct{}{}, &Failure{Type: TypeHTTPInvalidRequest, Message: fmt.Sprintf("url %q: want an absolute http:// or https:// URL", spec.URL), NonRetryable: true}
-	}
 
 	// Without a timeout the attempt's context is the caller's: a context
 	// of its own would only register with (and lock) the run's, shared by
@@ -181,9 +174,19 @@ func (r *Runner) runHTTP(ctx context.Context, req Request) (any, *Failure) {
 	if spec.Body != "" {
 		body = strings.NewReader(spec.Body)
 	}
+	// The request parses the URL; it is parsed on its own only to say
+	// what is wrong with a request that cannot be built, so that a bad
+	// URL is reported as such before a bad method (and a URL is parsed
+	// once per attempt, not twice).
 	hreq, err := http.NewRequestWithContext(actx, method, spec.URL, body)
 	if err != nil {
+		if f := invalidURL(spec.URL); f != nil {
+			return struct{}{}, f
+		}
 		return struct{}{}, &Failure{Type: TypeHTTPInvalidRequest, Message: fmt.Sprintf("build request: %v", err), NonRetryable: true}
+	}
+	if f := checkURL(spec.URL, hreq.URL); f != nil {
+		return struct{}{}, f
 	}
 	for k, v := range spec.Headers {
 		if strings.EqualFold(k, "Host") {
@@ -193,11 +196,15 @@ func (r *Runner) runHTTP(ctx context.Context, req Request) (any, *Failure) {
 		}
 		hreq.Header.Set(k, v)
 	}
+	// The two fields wf adds share one array of values.
+	own := make([]string, 0, 2)
 	if req.IdempotencyKey != "" && !hasHeader(spec.Headers, "Idempotency-Key") {
-		hreq.Header.Set("Idempotency-Key", req.IdempotencyKey)
+		own = append(own, req.IdempotencyKey)
+		hreq.Header["Idempotency-Key"] = own[len(own)-1 : len(own) : len(own)]
 	}
 	if !hasHeader(spec.Headers, "User-Agent") {
-		hreq.Header.Set("User-Agent", "wf")
+		own = append(own, "wf")
+		hreq.Header["User-Agent"] = own[len(own)-1 : len(own) : len(own)]
 	}
 
 	client := r.clients[b2i(spec.InsecureSkipVerify)][b2i(wantsRedirect(spec.ExpectStatus))]
@@ -253,6 +260,25 @@ func (r *Runner) runHTTP(ctx context.Context, req Request) (any, *Failure) {
 		f.RetryAfter, f.HasRetryAfter = d, true
 	}
 	return out, f
+}
+
+// invalidURL is the failure of a URL that does not parse or is not an
+// absolute http or https URL; nil for a valid one.
+func invalidURL(raw string) *Failure {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return &Failure{Type: TypeHTTPInvalidRequest, Message: fmt.Sprintf("parse url: %v", err), NonRetryable: true}
+	}
+	return checkURL(raw, u)
+}
+
+// checkURL is the failure of a parsed URL that is not an absolute http or
+// https URL; nil when it is one.
+func checkURL(raw string, u *url.URL) *Failure {
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return &Failure{Type: TypeHTTPInvalidRequest, Message: fmt.Sprintf("url %q: want an absolute http:// or https:// URL", raw), NonRetryable: true}
+	}
+	return nil
 }
 
 // presizeMax bounds the buffer readAll makes before any of the body came.

@@ -345,15 +345,20 @@ func TestHTTPErrors(t *testing.T) {
 		wantType     string
 		nonRetryable bool
 		maxTook      time.Duration
+		// wantMessage, when set, is how the message begins: what is
+		// wrong with a request that cannot be built, the URL first.
+		wantMessage string
 	}{
 		{name: "connection refused", url: refused, wantType: TypeHTTPConnection},
 		{name: "connection reset", url: reset, wantType: TypeHTTPConnection},
 		{name: "timeout waiting for headers", url: hanging, timeout: 300 * time.Millisecond, wantType: TypeTimeout, maxTook: 2 * time.Second},
 		{name: "timeout reading body", url: stallingBody, timeout: 300 * time.Millisecond, wantType: TypeTimeout, maxTook: 2 * time.Second},
-		{name: "relative url", url: fixed("/ship"), wantType: TypeHTTPInvalidRequest, nonRetryable: true},
-		{name: "unsupported scheme", url: fixed("ftp://example.com/x"), wantType: TypeHTTPInvalidRequest, nonRetryable: true},
-		{name: "unparsable url", url: fixed("http://[::1"), wantType: TypeHTTPInvalidRequest, nonRetryable: true},
-		{name: "bad method", url: fixed("http://127.0.0.1:1/"), method: "GET /", wantType: TypeHTTPInvalidRequest, nonRetryable: true},
+		{name: "relative url", url: fixed("/ship"), wantType: TypeHTTPInvalidRequest, nonRetryable: true, wantMessage: `url "/ship": want an absolute`},
+		{name: "unsupported scheme", url: fixed("ftp://example.com/x"), wantType: TypeHTTPInvalidRequest, nonRetryable: true, wantMessage: `url "ftp://example.com/x": want an absolute`},
+		{name: "unparsable url", url: fixed("http://[::1"), wantType: TypeHTTPInvalidRequest, nonRetryable: true, wantMessage: "parse url: "},
+		{name: "bad method", url: fixed("http://127.0.0.1:1/"), method: "GET /", wantType: TypeHTTPInvalidRequest, nonRetryable: true, wantMessage: "build request: "},
+		{name: "bad method and unsupported scheme", url: fixed("ftp://example.com/x"), method: "GET /", wantType: TypeHTTPInvalidRequest, nonRetryable: true, wantMessage: `url "ftp://example.com/x": want an absolute`},
+		{name: "bad method and unparsable url", url: fixed("http://[::1"), method: "GET /", wantType: TypeHTTPInvalidRequest, nonRetryable: true, wantMessage: "parse url: "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -373,6 +378,9 @@ func TestHTTPErrors(t *testing.T) {
 			}
 			if res.Failure.Message == "" {
 				t.Error("empty message")
+			}
+			if !strings.HasPrefix(res.Failure.Message, tt.wantMessage) {
+				t.Errorf("message %q, want it to begin with %q", res.Failure.Message, tt.wantMessage)
 			}
 			decodeOutputs(t, res.Outputs)
 		})

@@ -1,8 +1,11 @@
 package core
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -44,6 +47,48 @@ func TestIdempotencyKey(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestIdempotencyKeyValues pins keys computed by the first
+// implementation (a hash written to part by part): keys are stored in
+// every activity record and sent to servers, so an implementation that
+// computes them differently must not change a single one.
+func TestIdempotencyKeyValues(t *testing.T) {
+	tests := []struct {
+		in   KeyInput
+		want string
+	}{
+		{KeyInput{StateID: "5f3c", Workflow: "order", Instance: "k1", Activity: "charge", InstanceCreated: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC), Generation: 1}, "wf2-ea8b04cb2815d6ff65404645bb5e0a62"},
+		{KeyInput{}, "wf2-bdb8a1310b6660d4e3c1a71f2b806d16"},
+		// A negative UnixNano, a multi-byte name.
+		{KeyInput{StateID: "0123456789abcdef0123456789abcdef", Workflow: "w", Instance: "a/b", Activity: `fetch["é"]`, InstanceCreated: time.Date(1969, 12, 31, 23, 0, 0, 1, time.UTC), Generation: 12345}, "wf2-82559a46c1b9e0a0a28811da4d783697"},
+	}
+	for _, tt := range tests {
+		if got := IdempotencyKey(tt.in); got != tt.want {
+			t.Errorf("IdempotencyKey(%+v) = %q, want %q", tt.in, got, tt.want)
+		}
+		if got := keyByParts(tt.in); got != tt.want {
+			t.Errorf("keyByParts(%+v) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+	// Inputs longer than the buffer the parts are written to.
+	long := KeyInput{StateID: strings.Repeat("s", 100), Workflow: strings.Repeat("w", 100), Instance: "k", Activity: strings.Repeat("a", 300), InstanceCreated: t0, Generation: 7}
+	if got, want := IdempotencyKey(long), keyByParts(long); got != want {
+		t.Errorf("long input: %q, want %q", got, want)
+	}
+}
+
+// keyByParts is the first implementation of IdempotencyKey.
+func keyByParts(in KeyInput) string {
+	h := sha256.New()
+	for _, part := range []string{
+		in.StateID, in.Workflow, in.Instance, in.Activity,
+		strconv.FormatInt(in.InstanceCreated.UnixNano(), 10),
+		strconv.Itoa(in.Generation),
+	} {
+		h.Write([]byte(strconv.Itoa(len(part)) + ":" + part + ";"))
+	}
+	return "wf2-" + hex.EncodeToString(h.Sum(nil))[:32]
 }
 
 // TestBackoffTimers: an exponential policy arms durable timers at 1s, 2s,

@@ -140,6 +140,13 @@ func (c *Core) newAct(in *inst, ac *config.Activity, modes map[string]Mode) *act
 			a.rec = c.slab.copy(r)
 		}
 	}
+	// The store's timer index matches its records when it opens (wf
+	// state check holds it to that), and a record it does not have has
+	// no entry either.
+	a.timerWritten = timerNone
+	if a.rec != nil && a.rec.Timer != nil {
+		a.timerWritten = timerSet
+	}
 	a.mode = modeFor(modes, ac.Name, a.rec)
 	a.action = actionFor(a.mode, a.rec)
 	for _, r := range ac.Rules {

@@ -3,6 +3,7 @@ package core
 import (
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,6 +29,11 @@ type memState struct {
 	budgets  map[string]*record.Budget
 	insts    map[string]*record.Instance
 	breakers map[string]*record.Breaker
+	// timers is the timer index as statefile keeps it, by "addr/name":
+	// set by a record with a timer, deleted by one without unless the
+	// core said there is nothing to delete (NoTimerBefore). checkTimers
+	// holds the core to what it says.
+	timers map[string]bool
 }
 
 func newMemState() *memState {
@@ -37,6 +43,7 @@ func newMemState() *memState {
 		budgets:  map[string]*record.Budget{},
 		insts:    map[string]*record.Instance{},
 		breakers: map[string]*record.Breaker{},
+		timers:   map[string]bool{},
 	}
 }
 
@@ -50,6 +57,12 @@ func (m *memState) apply(ms []record.Mutation) {
 			}
 			cp := copyActivity(mu.Activity)
 			m.acts[addr][mu.Activity.Name] = &cp
+			switch tk := addr + "/" + cp.Name; {
+			case cp.Timer != nil:
+				m.timers[tk] = true
+			case !mu.NoTimerBefore:
+				delete(m.timers, tk)
+			}
 		case mu.Attempt != nil:
 			a := *mu.Attempt
 			m.attempts[attKey(a.Workflow+"/"+a.Instance, a.Activity, a.Generation, a.Number)] = &a
@@ -62,6 +75,7 @@ func (m *memState) apply(ms []record.Mutation) {
 		case mu.DeleteActivity != nil:
 			d := mu.DeleteActivity
 			delete(m.acts[d.Workflow+"/"+d.Key], d.Name)
+			delete(m.timers, d.Workflow+"/"+d.Key+"/"+d.Name)
 		case mu.RenameActivity != nil:
 			r := mu.RenameActivity
 			acts := m.acts[r.Workflow+"/"+r.Key]
@@ -71,9 +85,47 @@ func (m *memState) apply(ms []record.Mutation) {
 				cp.Name = r.To
 				acts[r.To] = &cp
 			}
+			from, to := r.Workflow+"/"+r.Key+"/"+r.From, r.Workflow+"/"+r.Key+"/"+r.To
+			if m.timers[from] {
+				delete(m.timers, from)
+				m.timers[to] = true
+			}
 		case mu.Breaker != nil:
 			b := *mu.Breaker
 			m.breakers[b.Name] = &b
+		}
+	}
+}
+
+// indexTimers makes the timer index match the records, as a store's does
+// when it opens: tests write records into a state directly.
+func (m *memState) indexTimers() {
+	clear(m.timers)
+	for addr, acts := range m.acts {
+		for name, a := range acts {
+			if a.Timer != nil {
+				m.timers[addr+"/"+name] = true
+			}
+		}
+	}
+}
+
+// checkTimers fails t unless the timer index holds exactly the
+// activities whose records have a timer: what a NoTimerBefore the core
+// set wrongly would break.
+func (m *memState) checkTimers(t *testing.T) {
+	t.Helper()
+	for addr, acts := range m.acts {
+		for name, a := range acts {
+			if tk := addr + "/" + name; (a.Timer != nil) != m.timers[tk] {
+				t.Fatalf("timer index of %s: entry %v, record's timer %+v", tk, m.timers[tk], a.Timer)
+			}
+		}
+	}
+	for tk := range m.timers {
+		i := strings.LastIndex(tk, "/")
+		if a := m.activity(tk[:i], tk[i+1:]); a == nil || a.Timer == nil {
+			t.Fatalf("timer index entry %s without an activity with a timer", tk)
 		}
 	}
 }
@@ -152,8 +204,13 @@ func newHarness(t *testing.T, w *world, st *memState, now time.Time) *harness {
 
 func (h *harness) record(r Ready) Ready {
 	h.t.Helper()
+	if len(h.steps) == 0 {
+		// The state as a store opens it (however the test built it).
+		h.state.indexTimers()
+	}
 	h.steps = append(h.steps, r)
 	h.state.apply(r.Persist)
+	h.state.checkTimers(h.t)
 	for _, s := range r.Start {
 		if _, dup := h.starts[s.Activity]; dup {
 			h.t.Fatalf("activity %s started twice concurrently", s.Activity)

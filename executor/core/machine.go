@@ -62,7 +62,11 @@ type act struct {
 	heapIdx int
 	qIdx    int
 	dirty   bool
-	budget  string // the budget shown on this activity's events
+	// timerWritten is whether the store's timer index has an entry of
+	// the activity, so that a write without a timer can tell the store
+	// there is none to delete (record.Mutation.NoTimerBefore).
+	timerWritten timerWritten
+	budget       string // the budget shown on this activity's events
 	// rule is the retry rule that decided the last failure (-1: none yet);
 	// its maximum_attempts is the limit the next attempts are counted
 	// against, so a 429 rule allowing 10 shows "attempt k/10".
@@ -81,6 +85,23 @@ type act struct {
 	// upstream values, redaction): expand.go, trigger.go, redact.go.
 	actExt
 }
+
+// timerWritten is what the store's timer index holds of an activity, as
+// the core knows it: first what the record it loaded says (the index
+// matches the records when a store opens; a record the store does not
+// have has no entry), then what its last write of the record said. Its
+// writes are committed in the order it made them, so the index entry
+// exists exactly when the last record written has a timer. A record
+// deleted meanwhile (DeleteActivity) takes its entry with it, which
+// leaves "none" true; a moved record (RenameActivity, at Start, before
+// any node is made) moves its entry with it.
+type timerWritten uint8
+
+const (
+	timerUnknown timerWritten = iota
+	timerNone
+	timerSet
+)
 
 // actLate is the part of a node that only running attempts with
 // heartbeats and upstream values read by expressions use.
@@ -497,7 +518,11 @@ func (c *Core) flush() {
 	}
 	for _, a := range c.dirtyActs {
 		r := copyActivity(a.rec)
-		ms = append(ms, record.Mutation{Activity: &r})
+		ms = append(ms, record.Mutation{Activity: &r, NoTimerBefore: r.Timer == nil && a.timerWritten == timerNone})
+		a.timerWritten = timerNone
+		if r.Timer != nil {
+			a.timerWritten = timerSet
+		}
 		a.dirty = false
 	}
 	for _, name := range c.budgetOrder {

@@ -67,13 +67,13 @@ func Encode(v any) ([]byte, error) {
 	var b []byte
 	switch r := v.(type) {
 	case *Activity:
-		b, err = appendActivityBinary(make([]byte, 0, 320), r)
+		b, err = appendActivityBinary(make([]byte, 0, activityBinarySize(r)), r)
 	case Activity:
-		b, err = appendActivityBinary(make([]byte, 0, 320), &r)
+		b, err = appendActivityBinary(make([]byte, 0, activityBinarySize(&r)), &r)
 	case *Attempt:
-		b, err = appendAttempt(make([]byte, 0, 512), r)
+		b, err = appendAttempt(make([]byte, 0, attemptJSONSize(r)), r)
 	case Attempt:
-		b, err = appendAttempt(make([]byte, 0, 512), &r)
+		b, err = appendAttempt(make([]byte, 0, attemptJSONSize(&r)), &r)
 	case *Instance:
 		b, err = appendInstance(make([]byte, 0, 160), r)
 	case Instance:

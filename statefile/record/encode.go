@@ -207,3 +207,39 @@ func appendSpawn(b []byte, r *Spawn) ([]byte, error) {
 	e.close()
 	return e.b, e.err
 }
+
+// The sizes Encode starts a record's buffer with: about what the record
+// takes, so that one allocation holds it (a fixed guess grew the buffer
+// of every activity with outputs, and wasted half of an attempt's).
+// Generous for plain text; escapes can still make a record grow.
+
+// activityBinarySize is about the length of r's binary form: the bytes
+// of its strings and outputs, and at most a few bytes for each length,
+// number and time.
+func activityBinarySize(r *Activity) int {
+	n := 72 + len(r.Workflow) + len(r.Instance) + len(r.Name) + len(r.DefHash) + len(r.IdempotencyKey) +
+		len(r.Status) + len(r.Outputs) + len(r.FailReason) + len(r.HeartbeatDetails) + 10*len(r.RuleCounts)
+	if t := r.Timer; t != nil {
+		n += 56 + len(t.Kind) + len(t.Source)
+	}
+	if e := r.LastError; e != nil {
+		n += 8 + len(e.Type) + len(e.Message)
+	}
+	return n
+}
+
+// attemptJSONSize is about the length of r's JSON form: the field names
+// and times of a finished attempt, its strings, and an eighth more of the
+// output for escapes.
+func attemptJSONSize(r *Attempt) int {
+	n := 260 + len(r.Workflow) + len(r.Instance) + len(r.Activity) + len(r.IdempotencyKey) + len(r.Outcome) +
+		len(r.WaitSource) + len(r.FiredBy)
+	if e := r.Error; e != nil {
+		n += 48 + len(e.Type) + len(e.Message) + len(e.Message)/8
+	}
+	if o := r.Output; o != nil {
+		text := len(o.Stdout) + len(o.Stderr) + len(o.Body)
+		n += 96 + text + text/8
+	}
+	return n
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -284,6 +285,59 @@ func BenchmarkMarshalAttempt(b *testing.B) {
 	for b.Loop() {
 		if _, err := json.Marshal(a); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestEncodeSizesHoldTypicalRecords: the buffer Encode starts with holds
+// the records every attempt writes (an http attempt's, an exec failure's
+// with a long message) without growing, and is not more than twice their
+// size.
+func TestEncodeSizesHoldTypicalRecords(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 6, 6, 35, 745892927, time.UTC)
+	outputs := json.RawMessage(`{"status":200,"headers":{"Content-Length":"11","Content-Type":"application/json","Date":"Wed, 02 Dec 2026 06:06:35 GMT"},"body":"{\"ok\":true}","result":{"ok":true},"body_truncated":false}`)
+	base := Activity{Workflow: "get", Instance: "default", Name: "h5", Generation: 1,
+		DefHash: "8ba2e6494ddda8490e402eef23507e4d6a40a2b4f32cd03f52f50b39bd7cabfe", IdempotencyKey: "wf2-647ef0761a46e3997d41e26092bfa635",
+		Status: StatusPending}
+	running := base
+	running.Status, running.Attempts, running.FirstStart = StatusRunning, 1, t0
+	succeeded := running
+	succeeded.Status, succeeded.Outputs, succeeded.Finished = StatusSucceeded, outputs, t0.Add(time.Second)
+	waiting := running
+	waiting.Status, waiting.RuleCounts, waiting.LastDelay = StatusWaiting, []int{1, 0}, time.Second
+	waiting.Timer = &Timer{Kind: TimerRetry, FireAt: t0.Add(time.Second), Attempt: 2, Set: t0, Delay: time.Second, Source: "policy"}
+	waiting.LastError = &Error{Type: "http:503", Message: "HTTP/1.1 503 Service Unavailable: try again"}
+	att := Attempt{Workflow: "get", Instance: "default", Activity: "h5", Generation: 1, Number: 1,
+		IdempotencyKey: "wf2-647ef0761a46e3997d41e26092bfa635", Start: t0, Outcome: OutcomeRunning}
+	done := att
+	done.End, done.Outcome, done.Output = t0.Add(time.Second), OutcomeSucceeded, &Output{Body: `{"ok":true}`, BodyBytes: 11}
+	failed := att
+	failed.End, failed.Outcome, failed.Wait, failed.HasWait, failed.WaitSource = t0.Add(time.Second), OutcomeFailed, time.Second, true, "policy"
+	failed.Error = &Error{Type: "exit:1", Message: strings.Repeat("the command failed: ", 20)}
+	failed.Output = &Output{Stdout: strings.Repeat("line of output\n", 40), StdoutBytes: 600, Stderr: "error: it broke\n", StderrBytes: 16}
+	tests := []struct {
+		name string
+		rec  any
+		size int
+	}{
+		{"pending activity", &base, activityBinarySize(&base)},
+		{"running activity", &running, activityBinarySize(&running)},
+		{"succeeded activity", &succeeded, activityBinarySize(&succeeded)},
+		{"waiting activity", &waiting, activityBinarySize(&waiting)},
+		{"running attempt", &att, attemptJSONSize(&att)},
+		{"succeeded attempt", &done, attemptJSONSize(&done)},
+		{"failed attempt", &failed, attemptJSONSize(&failed)},
+	}
+	for _, tt := range tests {
+		b, err := Encode(tt.rec)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if len(b) > tt.size || tt.size > 2*len(b) {
+			t.Errorf("%s: %d bytes in a buffer sized %d", tt.name, len(b), tt.size)
+		}
+		if cap(b) != tt.size {
+			t.Errorf("%s: the buffer grew from %d to %d", tt.name, tt.size, cap(b))
 		}
 	}
 }

@@ -217,7 +217,8 @@ type Spawn struct {
 	Recorded time.Time `json:"recorded"`
 }
 
-// Mutation is one change to the store. Exactly one field is set.
+// Mutation is one change to the store. Exactly one of its records (or
+// references) is set.
 type Mutation struct {
 	Instance       *Instance
 	Activity       *Activity
@@ -234,6 +235,13 @@ type Mutation struct {
 	// and spawn to another name (a moved block), rewriting the names
 	// inside them.
 	RenameActivity *ActivityRename
+
+	// NoTimerBefore, with an Activity that has no Timer, says that the
+	// record this writer last wrote of the activity, in an earlier
+	// mutation, had none either: a store that indexes pending timers
+	// then has no entry of it to delete. False says nothing (the store
+	// deletes blind). Not a field that "exactly one" counts.
+	NoTimerBefore bool
 }
 
 // ActivityRef names one activity of an instance.

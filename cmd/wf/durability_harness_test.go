@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -248,6 +249,20 @@ func (p *durProc) kill9(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-p.done
+}
+
+// kill9IfRunning is kill9 for a process that may be exiting on its own:
+// it reports whether the kill ended it. False: it had exited first (and
+// was reaped, or was a zombie the signal could not touch), and p.exit
+// holds its own exit status, for the caller to judge.
+func (p *durProc) kill9IfRunning(t *testing.T) bool {
+	t.Helper()
+	err := p.cmd.Process.Signal(syscall.SIGKILL)
+	if err != nil && !errors.Is(err, os.ErrProcessDone) {
+		t.Fatal(err)
+	}
+	<-p.done
+	return p.exit == -int(syscall.SIGKILL)
 }
 
 func isType(typ string) func(map[string]any) bool {

@@ -291,7 +291,8 @@ func (rc *rawChunk) decode(ab *record.ActivityBatch, kb []byte, check func(key [
 // readActivities runs scan, which hands add the raw activity records it
 // wants in the order they are to be returned, and decodes them on every
 // CPU while the scan goes on (decoding dominates start-up with many
-// activities). check vets each decoded record against its key; kb is a
+// activities), or, if they fit in one chunk, on the caller's once
+// scanned. check vets each decoded record against its key; kb is a
 // buffer it may reuse (and returns). The records are cut from a few
 // arrays per decoder (record.ActivityBatch), which the next read's
 // decoders go on filling (readPools).
@@ -301,38 +302,50 @@ func (s *Store) readActivities(what string, scan func(snap *snapshot, add func(c
 	pools := s.reads.get(procs)
 	free := pools.bufs
 	var chunks []*rawChunk
-	var wg sync.WaitGroup
-	for range procs {
-		wg.Go(func() {
-			// The decoder's blocks go on from where the last read's
-			// left off: the executor reads an instance at a time, and a
-			// block of records per decoder and read would be mostly
-			// empty (each record keeps its block alive).
-			var ab *record.ActivityBatch
+	decode := func(work <-chan *rawChunk) {
+		// The decoder's blocks go on from where the last read's left
+		// off: the executor reads an instance at a time, and a block of
+		// records per decoder and read would be mostly empty (each
+		// record keeps its block alive).
+		var ab *record.ActivityBatch
+		select {
+		case ab = <-pools.blocks:
+		default:
+			ab = &record.ActivityBatch{}
+		}
+		defer func() {
 			select {
-			case ab = <-pools.blocks:
+			case pools.blocks <- ab:
 			default:
-				ab = &record.ActivityBatch{}
 			}
-			defer func() {
-				select {
-				case pools.blocks <- ab:
-				default:
-				}
-			}()
-			var kb []byte
-			for rc := range work {
-				kb = rc.decode(ab, kb, check)
-				// The records copied what they keep: the buffers go to a
-				// next chunk (of this read or a later one), or to the
-				// collector.
-				select {
-				case free <- rawBufs{keys: rc.keys[:0], big: rc.big[:0], ends: rc.ends[:0]}:
-				default:
-				}
-				rc.keys, rc.big, rc.ends = nil, nil, nil
+		}()
+		var kb []byte
+		for rc := range work {
+			kb = rc.decode(ab, kb, check)
+			// The records copied what they keep: the buffers go to a
+			// next chunk (of this read or a later one), or to the
+			// collector.
+			select {
+			case free <- rawBufs{keys: rc.keys[:0], big: rc.big[:0], ends: rc.ends[:0]}:
+			default:
 			}
-		})
+			rc.keys, rc.big, rc.ends = nil, nil, nil
+		}
+	}
+	// The decoders start with the second chunk: a read of one chunk (an
+	// instance of a few hundred activities, as the executor's start
+	// reads them) is decoded by the caller once scanned, without two
+	// goroutines to start and wake.
+	var wg sync.WaitGroup
+	started := false
+	send := func(rc *rawChunk) {
+		if !started {
+			started = true
+			for range procs {
+				wg.Go(func() { decode(work) })
+			}
+		}
+		work <- rc
 	}
 	cur := newRawChunk(nil, free, pools.firstSize.Load())
 	add := func(c *cursor, key []byte) error {
@@ -343,7 +356,7 @@ func (s *Store) readActivities(what string, scan func(snap *snapshot, add func(c
 			// Sized before a decoder has it (and hands its buffers on).
 			next := newRawChunk(cur, free, 0)
 			chunks = append(chunks, cur)
-			work <- cur
+			send(cur)
 			cur = next
 		}
 		return nil
@@ -354,7 +367,9 @@ func (s *Store) readActivities(what string, scan func(snap *snapshot, add func(c
 		}
 		if cur.len() > 0 {
 			chunks = append(chunks, cur)
-			work <- cur
+			if started {
+				send(cur)
+			}
 		}
 		return nil
 	})
@@ -362,6 +377,12 @@ func (s *Store) readActivities(what string, scan func(snap *snapshot, add func(c
 	wg.Wait()
 	if err != nil {
 		return nil, err
+	}
+	if !started && len(chunks) == 1 {
+		one := make(chan *rawChunk, 1)
+		one <- chunks[0]
+		close(one)
+		decode(one)
 	}
 	if len(chunks) > 0 {
 		pools.firstSize.Store(int64(chunks[0].small.Len()))

@@ -261,6 +261,12 @@ func (rc *rawChunk) len() int { return len(rc.ends) / 3 }
 func (rc *rawChunk) decode(ab *record.ActivityBatch, kb []byte, check func(key []byte, r *record.Activity, kb []byte) ([]byte, error)) []byte {
 	rc.out = make([]*record.Activity, rc.len())
 	shared := rc.small.String()
+	if rc.small.Cap() > 2*len(shared)+rawChunkFirst {
+		// Sized for a larger read (the previous one): the records keep
+		// a copy of what they use, not the room, which a string grown
+		// from a small start never had more than twice of.
+		shared = strings.Clone(shared)
+	}
 	// The bytes of the string, for the decoder, which only reads them
 	// (and copies what it keeps as bytes): no copy of the string.
 	sb := unsafe.Slice(unsafe.StringData(shared), len(shared))

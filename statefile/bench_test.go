@@ -266,7 +266,7 @@ func BenchmarkReopen100kTimers(b *testing.B) {
 		oursCPU += cpuTime() - c0
 
 		start, c0 = time.Now(), cpuTime()
-		if n := plainBadgerScan(b, filepath.Join(dir, dbName)); n != 2*activities {
+		if n := plainBadgerScan(b, filepath.Join(dir, dbName), tableTimer, tableActivity); n != 2*activities {
 			b.Fatalf("plain scan found %d keys", n)
 		}
 		plain += time.Since(start)
@@ -283,9 +283,58 @@ func BenchmarkReopen100kTimers(b *testing.B) {
 	b.ReportMetric(float64(oursCPU)/float64(plainCPU), "cpu_ratio")
 }
 
+// BenchmarkReopen100kActivities: what the start of `wf apply`
+// (executor.Start) reads of the same state: Open, the activities of each
+// of its 1,000 instances (Activities, one instance after another), Close;
+// beside a plain Badger open and scan of the activity table, interleaved.
+// BenchmarkReopen100kTimers reads the timer index and joins it with the
+// activities instead, which only `wf state check` does.
+func BenchmarkReopen100kActivities(b *testing.B) {
+	const activities, instances = 100_000, 1_000
+	dir := reopenState(b)
+	var ours, plain, oursCPU, plainCPU time.Duration
+	b.ResetTimer()
+	for range b.N {
+		start, c0 := time.Now(), cpuTime()
+		s, err := Open(dir, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		n := 0
+		for i := range instances {
+			acts, err := s.Activities("bench", fmt.Sprintf("instance-%d", i))
+			if err != nil {
+				b.Fatal(err)
+			}
+			n += len(acts)
+		}
+		if n != activities {
+			b.Fatalf("%d activities, want %d", n, activities)
+		}
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
+		}
+		ours += time.Since(start)
+		oursCPU += cpuTime() - c0
+
+		start, c0 = time.Now(), cpuTime()
+		if n := plainBadgerScan(b, filepath.Join(dir, dbName), tableActivity); n != activities {
+			b.Fatalf("plain scan found %d keys", n)
+		}
+		plain += time.Since(start)
+		plainCPU += cpuTime() - c0
+	}
+	b.ReportMetric(float64(ours.Milliseconds())/float64(b.N), "ms/reopen")
+	b.ReportMetric(float64(plain.Milliseconds())/float64(b.N), "plain_ms")
+	b.ReportMetric(float64(ours)/float64(plain), "ratio")
+	b.ReportMetric(float64(oursCPU.Milliseconds())/float64(b.N), "cpu_ms/reopen")
+	b.ReportMetric(float64(plainCPU.Milliseconds())/float64(b.N), "plain_cpu_ms")
+	b.ReportMetric(float64(oursCPU)/float64(plainCPU), "cpu_ratio")
+}
+
 // plainBadgerScan opens db/ read-only with Badger alone and reads every
-// timer-index key and every activity value.
-func plainBadgerScan(b *testing.B, dbDir string) int {
+// key and value of the given tables, copying the values.
+func plainBadgerScan(b *testing.B, dbDir string, tables ...byte) int {
 	db, err := badger.Open(badgerOptions(dbDir, nil).WithReadOnly(true))
 	if err != nil {
 		b.Fatal(err)
@@ -293,7 +342,7 @@ func plainBadgerScan(b *testing.B, dbDir string) int {
 	defer db.Close()
 	n := 0
 	err = db.View(func(txn *badger.Txn) error {
-		for _, p := range []byte{tableTimer, tableActivity} {
+		for _, p := range tables {
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{p}})
 			for it.Rewind(); it.Valid(); it.Next() {
 				if _, err := it.Item().ValueCopy(nil); err != nil {

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/wf-engine/wf/statefile/record"
@@ -155,9 +156,10 @@ type rawChunk struct {
 }
 
 // A chunk (one decoder's turn) ends at rawChunkSize records or once its
-// buffers hold rawChunkBytes. The first chunk of a read starts small
-// (most reads are of a few records) and grows; each next one is sized
-// from the one before, so that it is seldom regrown (copied while the
+// buffers hold rawChunkBytes. The first chunk of a read is sized like
+// the previous read's first (the first read's starts small: most reads
+// are of a few records), and grows; each next one is sized from the one
+// before, so that it is seldom regrown (copied while the
 // scan waits) and holds little unused room (which would bring the next
 // collection sooner). Decoded chunks hand their reusable buffers back for
 // the next ones.
@@ -172,16 +174,49 @@ const (
 // alive by every record of its chunk.
 const sharedMax = 4 << 10
 
+// readPools is what one read of activities hands on to the next ones,
+// made on first use: the buffers of decoded chunks (the 20 reads of a
+// recovery of 100,000 activities then reuse a few instead of allocating
+// ~14 MB; at most 8 of at most ~200 KiB each are kept); the decoders'
+// blocks of records, which the next read's decoders fill on (the
+// executor reads one instance at a time, and a block of 256 records per
+// decoder and read was mostly empty and kept alive by its records: 90
+// MB more allocated to read 100,000 activities of 1,000 instances); and
+// the size of the last read's first chunk, which the next read's first
+// chunk starts with (reads of an instance each are of about the same
+// size, and a string grown from a small start was copied twice and kept
+// twice its bytes).
+type readPools struct {
+	once      sync.Once
+	bufs      chan rawBufs
+	blocks    chan *record.ActivityBatch
+	firstSize atomic.Int64
+}
+
+func (p *readPools) get(procs int) *readPools {
+	p.once.Do(func() {
+		p.bufs = make(chan rawBufs, 8)
+		p.blocks = make(chan *record.ActivityBatch, procs)
+	})
+	return p
+}
+
 // rawBufs are a decoded chunk's reusable buffers, for the next chunk.
 type rawBufs struct {
 	keys, big []byte
 	ends      []int
 }
 
-func newRawChunk(prev *rawChunk, free chan rawBufs) *rawChunk {
+// newRawChunk makes the chunk after prev, or (prev nil) the first of a
+// read, sized for the previous read's first chunk (hint, its values'
+// bytes; 0: none yet).
+func newRawChunk(prev *rawChunk, free chan rawBufs, hint int64) *rawChunk {
 	keys, small := rawChunkFirst/4, rawChunkFirst
-	if prev != nil {
+	switch {
+	case prev != nil:
 		keys, small = len(prev.keys)+len(prev.keys)/8+1<<10, prev.small.Len()+prev.small.Len()/8+4<<10
+	case hint > 0:
+		small = int(hint) + int(hint)/8 + 1<<10
 	}
 	rc := &rawChunk{}
 	// The string's buffer is never zeroed (strings.Builder), and is the
@@ -226,6 +261,12 @@ func (rc *rawChunk) len() int { return len(rc.ends) / 3 }
 func (rc *rawChunk) decode(ab *record.ActivityBatch, kb []byte, check func(key []byte, r *record.Activity, kb []byte) ([]byte, error)) []byte {
 	rc.out = make([]*record.Activity, rc.len())
 	shared := rc.small.String()
+	if rc.small.Cap() > 2*len(shared)+rawChunkFirst {
+		// Sized for a larger read (the previous one): the records keep
+		// a copy of what they use, not the room, which a string grown
+		// from a small start never had more than twice of.
+		shared = strings.Clone(shared)
+	}
 	// The bytes of the string, for the decoder, which only reads them
 	// (and copies what it keeps as bytes): no copy of the string.
 	sb := unsafe.Slice(unsafe.StringData(shared), len(shared))
@@ -256,42 +297,72 @@ func (rc *rawChunk) decode(ab *record.ActivityBatch, kb []byte, check func(key [
 // readActivities runs scan, which hands add the raw activity records it
 // wants in the order they are to be returned, and decodes them on every
 // CPU while the scan goes on (decoding dominates start-up with many
-// activities). check vets each decoded record against its key; kb is a
+// activities), or, if they fit in one chunk, on the caller's once
+// scanned. check vets each decoded record against its key; kb is a
 // buffer it may reuse (and returns). The records are cut from a few
-// arrays per decoder (record.ActivityBatch).
+// arrays per decoder (record.ActivityBatch), which the next read's
+// decoders go on filling (readPools).
 func (s *Store) readActivities(what string, scan func(snap *snapshot, add func(c *cursor, key []byte) error) error, check func(key []byte, r *record.Activity, kb []byte) ([]byte, error)) ([]*record.Activity, error) {
 	work := make(chan *rawChunk, 64)
-	s.rawOnce.Do(func() { s.rawFree = make(chan rawBufs, 8) })
-	free := s.rawFree
+	procs := runtime.GOMAXPROCS(0)
+	pools := s.reads.get(procs)
+	free := pools.bufs
 	var chunks []*rawChunk
-	var wg sync.WaitGroup
-	for range runtime.GOMAXPROCS(0) {
-		wg.Go(func() {
-			var ab record.ActivityBatch
-			var kb []byte
-			for rc := range work {
-				kb = rc.decode(&ab, kb, check)
-				// The records copied what they keep: the buffers go to a
-				// next chunk (of this read or a later one), or to the
-				// collector.
-				select {
-				case free <- rawBufs{keys: rc.keys[:0], big: rc.big[:0], ends: rc.ends[:0]}:
-				default:
-				}
-				rc.keys, rc.big, rc.ends = nil, nil, nil
+	decode := func(work <-chan *rawChunk) {
+		// The decoder's blocks go on from where the last read's left
+		// off: the executor reads an instance at a time, and a block of
+		// records per decoder and read would be mostly empty (each
+		// record keeps its block alive).
+		var ab *record.ActivityBatch
+		select {
+		case ab = <-pools.blocks:
+		default:
+			ab = &record.ActivityBatch{}
+		}
+		defer func() {
+			select {
+			case pools.blocks <- ab:
+			default:
 			}
-		})
+		}()
+		var kb []byte
+		for rc := range work {
+			kb = rc.decode(ab, kb, check)
+			// The records copied what they keep: the buffers go to a
+			// next chunk (of this read or a later one), or to the
+			// collector.
+			select {
+			case free <- rawBufs{keys: rc.keys[:0], big: rc.big[:0], ends: rc.ends[:0]}:
+			default:
+			}
+			rc.keys, rc.big, rc.ends = nil, nil, nil
+		}
 	}
-	cur := newRawChunk(nil, free)
+	// The decoders start with the second chunk: a read of one chunk (an
+	// instance of a few hundred activities, as the executor's start
+	// reads them) is decoded by the caller once scanned, without two
+	// goroutines to start and wake.
+	var wg sync.WaitGroup
+	started := false
+	send := func(rc *rawChunk) {
+		if !started {
+			started = true
+			for range procs {
+				wg.Go(func() { decode(work) })
+			}
+		}
+		work <- rc
+	}
+	cur := newRawChunk(nil, free, pools.firstSize.Load())
 	add := func(c *cursor, key []byte) error {
 		if err := cur.add(c, key); err != nil {
 			return err
 		}
 		if cur.full() {
 			// Sized before a decoder has it (and hands its buffers on).
-			next := newRawChunk(cur, free)
+			next := newRawChunk(cur, free, 0)
 			chunks = append(chunks, cur)
-			work <- cur
+			send(cur)
 			cur = next
 		}
 		return nil
@@ -302,7 +373,9 @@ func (s *Store) readActivities(what string, scan func(snap *snapshot, add func(c
 		}
 		if cur.len() > 0 {
 			chunks = append(chunks, cur)
-			work <- cur
+			if started {
+				send(cur)
+			}
 		}
 		return nil
 	})
@@ -310,6 +383,15 @@ func (s *Store) readActivities(what string, scan func(snap *snapshot, add func(c
 	wg.Wait()
 	if err != nil {
 		return nil, err
+	}
+	if !started && len(chunks) == 1 {
+		one := make(chan *rawChunk, 1)
+		one <- chunks[0]
+		close(one)
+		decode(one)
+	}
+	if len(chunks) > 0 {
+		pools.firstSize.Store(int64(chunks[0].small.Len()))
 	}
 	n := 0
 	for _, rc := range chunks {

@@ -79,14 +79,10 @@ var ErrReadOnly = errors.New("state store is open read-only")
 type Store struct {
 	dir  string
 	opts Options
-	// rawFree holds decoded chunks' buffers for the next reads of
-	// activities (read.go), made on first use (rawOnce): the 20 reads of
-	// a recovery of 100,000 activities then reuse a few buffers instead
-	// of allocating ~14 MB. It keeps at most 8 buffers of at most ~200
-	// KiB each.
-	rawOnce sync.Once
-	rawFree chan rawBufs
-	db      *badger.DB // nil: a reader of a state with no database yet
+	// reads is what reads of many activities hand on to the next ones
+	// (read.go).
+	reads readPools
+	db    *badger.DB // nil: a reader of a state with no database yet
 	// ov holds, for a reader, the log records after the checkpoint.
 	ov *overlay
 	// viewDir is a reader's private directory for Badger (removed at

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/wf-engine/wf/config"
 )
 
@@ -85,14 +87,24 @@ func (r *Runner) runExec(ctx context.Context, req Request) (any, *Failure, strin
 	}
 
 	stdout, stderr := newCapBuffer(r.maxOutput), newCapBuffer(r.maxOutput)
+	pipes, err := newAttemptPipes()
+	if err != nil {
+		return out, &Failure{Type: TypeExecStart, Message: err.Error()}, details
+	}
+	defer pipes.close()
+	pidfd := -1
 	newCmd := func(path string) *exec.Cmd {
-		cmd := exec.CommandContext(actx, path)
+		// Not CommandContext: pipes.wait kills the group on
+		// cancellation, as that Cancel would.
+		cmd := exec.Command(path)
 		cmd.Args = argv
 		cmd.Env = env
 		cmd.Dir = spec.Dir
 		cmd.Stdin = files.stdin
-		cmd.Stdout = stdout
-		cmd.Stderr = stderr
+		// *os.File ends: os/exec gives them to the child as they are,
+		// with no copy goroutine; pipes.wait reads the other ends.
+		cmd.Stdout = pipes.outW
+		cmd.Stderr = pipes.errW
 		// Pdeathsig: if wf dies (kill -9, a crash), the kernel kills the
 		// direct child at once rather than letting it run unsupervised.
 		// It reaches only that child (grandchildren are ended by the
@@ -101,21 +113,31 @@ func (r *Runner) runExec(ctx context.Context, req Request) (any, *Failure, strin
 		// the process: the runtime never retires a thread that is not
 		// locked, and attempts never lock theirs.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-		cmd.Cancel = func() error { return killGroup(cmd.Process.Pid) }
-		// Without WaitDelay a grandchild that inherited stdout would keep
-		// Wait blocked until it exits, even after the leader is gone.
-		cmd.WaitDelay = r.waitDelay
+		// The pidfd lets one poll see the exit beside the output
+		// (os/exec keeps a duplicate of its own).
+		if usePidfd() {
+			cmd.SysProcAttr.PidFD = &pidfd
+		}
 		return cmd
 	}
+	// As CommandContext's Start does, a context already done starts
+	// nothing. (One done just after this is seen by pipes.wait, which
+	// kills the group at once.)
+	start := func(cmd *exec.Cmd) error {
+		if err := actx.Err(); err != nil {
+			return err
+		}
+		return cmd.Start()
+	}
 	cmd := newCmd(path)
-	if err := cmd.Start(); err != nil {
+	if err := start(cmd); err != nil {
 		r.shared.forget(argv[0], pathEnv, spec.Dir)
 		// A cached program may have been removed or moved since it was
 		// looked up: look again, and try once more if it is elsewhere now.
 		if cached {
 			if fresh, _, lerr := r.shared.lookPath(argv[0], pathEnv, spec.Dir); lerr == nil && fresh != path {
 				cmd = newCmd(fresh)
-				err = cmd.Start()
+				err = start(cmd)
 			}
 		}
 		if err != nil {
@@ -129,6 +151,10 @@ func (r *Runner) runExec(ctx context.Context, req Request) (any, *Failure, strin
 			return out, startFailure(argv[0], err), details
 		}
 	}
+	if pidfd >= 0 {
+		defer unix.Close(pidfd)
+	}
+	pipes.closeChildEnds()
 	if hook := spawnHook(ctx); hook != nil {
 		hook(cmd.Process.Pid)
 	}
@@ -148,7 +174,7 @@ func (r *Runner) runExec(ctx context.Context, req Request) (any, *Failure, strin
 			removeFile(files.error)
 		}
 	}()
-	waitErr := cmd.Wait()
+	waitErr := pipes.wait(actx, cmd, pidfd, stdout, stderr, r.waitDelay)
 	var (
 		hung      bool
 		sinceBeat time.Duration
@@ -165,6 +191,12 @@ func (r *Runner) runExec(ctx context.Context, req Request) (any, *Failure, strin
 		return out, &Failure{Type: TypeExecStart, Message: fmt.Sprintf("wait for %s: %v", argv[0], waitErr)}, details
 	}
 	out.ExitCode = state.ExitCode()
+	if errors.Is(waitErr, errCapture) {
+		// wf lost track of the output (a poll failure: ENOMEM at
+		// worst) and killed the process group: whatever the exit
+		// status, the outputs are not the process's.
+		return out, &Failure{Type: TypeInternal, Message: fmt.Sprintf("capture the output of %s: %v; process group killed", argv[0], waitErr)}, details
+	}
 	notes := joinNotes(stdout.truncationNote("stdout"), stderr.truncationNote("stderr"))
 
 	fileResult, fileErr := readOutputFile(files.output, r.maxOutput)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -92,52 +91,30 @@ func (r *Runner) runExec(ctx context.Context, req Request) (any, *Failure, strin
 		return out, &Failure{Type: TypeExecStart, Message: err.Error()}, details
 	}
 	defer pipes.close()
-	pidfd := -1
-	newCmd := func(path string) *exec.Cmd {
-		// Not CommandContext: pipes.wait kills the group on
-		// cancellation, as that Cancel would.
-		cmd := exec.Command(path)
-		cmd.Args = argv
-		cmd.Env = env
-		cmd.Dir = spec.Dir
-		cmd.Stdin = files.stdin
-		// *os.File ends: os/exec gives them to the child as they are,
-		// with no copy goroutine; pipes.wait reads the other ends.
-		cmd.Stdout = pipes.outW
-		cmd.Stderr = pipes.errW
-		// Pdeathsig: if wf dies (kill -9, a crash), the kernel kills the
-		// direct child at once rather than letting it run unsupervised.
-		// It reaches only that child (grandchildren are ended by the
-		// next run, from the spawn record and their environment), and
-		// it fires when the forking OS thread exits, which for Go means
-		// the process: the runtime never retires a thread that is not
-		// locked, and attempts never lock theirs.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-		// The pidfd lets one poll see the exit beside the output
-		// (os/exec keeps a duplicate of its own).
-		if usePidfd() {
-			cmd.SysProcAttr.PidFD = &pidfd
-		}
-		return cmd
-	}
-	// As CommandContext's Start does, a context already done starts
+	// One entry per name, the last, as os/exec passed it (a NUL
+	// fails the start, as there).
+	env, envErr := dedupEnv(env)
+	withPidfd := usePidfd()
+	// As exec.CommandContext's Start does, a context already done starts
 	// nothing. (One done just after this is seen by pipes.wait, which
 	// kills the group at once.)
-	start := func(cmd *exec.Cmd) error {
+	start := func(path string) (pid, pidfd int, err error) {
 		if err := actx.Err(); err != nil {
-			return err
+			return 0, -1, err
 		}
-		return cmd.Start()
+		if envErr != nil {
+			return 0, -1, envErr
+		}
+		return startProcess(path, argv, env, spec.Dir, files.stdin.Fd(), uintptr(pipes.outW), uintptr(pipes.errW), withPidfd)
 	}
-	cmd := newCmd(path)
-	if err := start(cmd); err != nil {
+	pid, pidfd, err := start(path)
+	if err != nil {
 		r.shared.forget(argv[0], pathEnv, spec.Dir)
 		// A cached program may have been removed or moved since it was
 		// looked up: look again, and try once more if it is elsewhere now.
 		if cached {
 			if fresh, _, lerr := r.shared.lookPath(argv[0], pathEnv, spec.Dir); lerr == nil && fresh != path {
-				cmd = newCmd(fresh)
-				err = start(cmd)
+				pid, pidfd, err = start(fresh)
 			}
 		}
 		if err != nil {
@@ -156,7 +133,7 @@ func (r *Runner) runExec(ctx context.Context, req Request) (any, *Failure, strin
 	}
 	pipes.closeChildEnds()
 	if hook := spawnHook(ctx); hook != nil {
-		hook(cmd.Process.Pid)
+		hook(pid)
 	}
 	var hb *heartbeatWatch
 	if heartbeatFile != "" {
@@ -174,7 +151,7 @@ func (r *Runner) runExec(ctx context.Context, req Request) (any, *Failure, strin
 			removeFile(files.error)
 		}
 	}()
-	waitErr := pipes.wait(actx, cmd, pidfd, stdout, stderr, r.waitDelay)
+	ws, waitErr := pipes.wait(actx, pid, pidfd, stdout, stderr, r.waitDelay)
 	var (
 		hung      bool
 		sinceBeat time.Duration
@@ -186,11 +163,11 @@ func (r *Runner) runExec(ctx context.Context, req Request) (any, *Failure, strin
 
 	out.Stdout = string(stdout.Bytes())
 	out.Stderr = string(stderr.Bytes())
-	state := cmd.ProcessState
-	if state == nil {
+	if waitErr != nil && !errors.Is(waitErr, errCapture) {
+		// Not reaped (ECHILD: not wf's child any more): no status.
 		return out, &Failure{Type: TypeExecStart, Message: fmt.Sprintf("wait for %s: %v", argv[0], waitErr)}, details
 	}
-	out.ExitCode = state.ExitCode()
+	out.ExitCode = exitCode(ws)
 	if errors.Is(waitErr, errCapture) {
 		// wf lost track of the output (a poll failure: ENOMEM at
 		// worst) and killed the process group: whatever the exit
@@ -210,7 +187,7 @@ func (r *Runner) runExec(ctx context.Context, req Request) (any, *Failure, strin
 	// Exit 0 is success whatever else happened: the timeout may have fired
 	// just after the process finished, and an error file written by a
 	// process that then succeeded is not an error.
-	if state.Success() {
+	if ws.Exited() && ws.ExitStatus() == 0 {
 		if fileErr != nil {
 			typ := TypeOutputInvalidJSON
 			if errors.Is(fileErr, errTooLarge) {
@@ -231,13 +208,12 @@ func (r *Runner) runExec(ctx context.Context, req Request) (any, *Failure, strin
 		return out, heartbeatFailure(req.HeartbeatTimeout, sinceBeat, beats, stderrNote(tail), notes), details
 	}
 
-	ws, _ := state.Sys().(syscall.WaitStatus)
 	if ws.Signaled() {
 		name := signalName(ws.Signal())
 		return out, &Failure{Type: "signal:" + name, Message: joinNotes("killed by "+name, stderrNote(tail), notes)}, details
 	}
 
-	code := state.ExitCode()
+	code := exitCode(ws)
 	msg := tail
 	if msg == "" {
 		msg = "exit status " + strconv.Itoa(code)
@@ -252,6 +228,15 @@ func (r *Runner) runExec(ctx context.Context, req Request) (any, *Failure, strin
 		return out, ef, details
 	}
 	return out, &Failure{Type: "exit:" + strconv.Itoa(code), Message: joinNotes(msg, notes)}, details
+}
+
+// exitCode is the process's exit status, or -1 when a signal ended it
+// (os.ProcessState.ExitCode's convention).
+func exitCode(ws syscall.WaitStatus) int {
+	if !ws.Exited() {
+		return -1
+	}
+	return ws.ExitStatus()
 }
 
 // execArgv is the argv of the process: Command as is, or Script through
@@ -273,8 +258,8 @@ func execArgv(spec *config.ExecSpec) ([]string, error) {
 
 // execEnv builds the process environment: the base environment, then the
 // activity's env (sorted, so the result is deterministic), then the WF_*
-// variables. os/exec keeps the last value of a duplicated name, so the WF_*
-// variables cannot be overridden by accident.
+// variables. dedupEnv keeps the last value of a duplicated name, so the
+// WF_* variables cannot be overridden by accident.
 func (r *Runner) execEnv(req Request, spec *config.ExecSpec, outputFile, errorFile, heartbeatFile string) []string {
 	env := make([]string, 0, len(r.baseEnv)+len(spec.Env)+9)
 	env = append(env, r.baseEnv...)

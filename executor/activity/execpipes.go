@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -26,8 +26,8 @@ import (
 // stdout, and wf reads a read end only after poll said it is readable, so
 // the read returns at once (wf is its only reader).
 type attemptPipes struct {
-	outR, errR int      // read ends; -1 once closed
-	outW, errW *os.File // write ends: the child's stdout and stderr
+	outR, errR int // read ends; -1 once closed
+	outW, errW int // write ends, the child's stdout and stderr; -1 once closed
 }
 
 // exitProbe bounds each poll while the process has not been seen to exit:
@@ -67,27 +67,19 @@ func newAttemptPipes() (*attemptPipes, error) {
 		_ = unix.Close(out[1])
 		return nil, fmt.Errorf("stderr pipe: %w", err)
 	}
-	return &attemptPipes{
-		outR: out[0], errR: errp[0],
-		outW: os.NewFile(uintptr(out[1]), "|1"),
-		errW: os.NewFile(uintptr(errp[1]), "|2"),
-	}, nil
+	return &attemptPipes{outR: out[0], errR: errp[0], outW: out[1], errW: errp[1]}, nil
 }
 
 // closeChildEnds closes wf's copies of the write ends, once the child has
-// its own (after Start) or will not get them: the read ends see EOF only
+// its own (once started) or will not get them: the read ends see EOF only
 // when no process holds a write end.
-func (p *attemptPipes) closeChildEnds() {
-	if p.outW != nil {
-		_ = p.outW.Close()
-		_ = p.errW.Close()
-		p.outW, p.errW = nil, nil
-	}
-}
+func (p *attemptPipes) closeChildEnds() { closeFDs(&p.outW, &p.errW) }
 
 // closeReadEnds stops reading: a process still writing gets EPIPE.
-func (p *attemptPipes) closeReadEnds() {
-	for _, fd := range []*int{&p.outR, &p.errR} {
+func (p *attemptPipes) closeReadEnds() { closeFDs(&p.outR, &p.errR) }
+
+func closeFDs(fds ...*int) {
+	for _, fd := range fds {
 		if *fd >= 0 {
 			_ = unix.Close(*fd)
 			*fd = -1
@@ -107,8 +99,8 @@ var errCapture = errors.New("capture")
 // wait reads the process's stdout and stderr into their buffers until both
 // are closed, or, once the process has exited, for at most waitDelay more
 // (a grandchild that inherited them may keep them open: os/exec's
-// WaitDelay), then reaps the process with cmd.Wait and returns its error.
-// pidfd is the process's pidfd, or -1 without one. Cancelling ctx kills the
+// WaitDelay), then reaps the process pid and returns its status. pidfd is
+// the process's pidfd, or -1 without one. Cancelling ctx kills the
 // process group; the exit then ends the wait as any exit does.
 //
 // Every way out of the loop waits for the kernel to report the exit (after
@@ -116,8 +108,7 @@ var errCapture = errors.New("capture")
 // cancellation and reaps: until the reap, the process's PID, which is its
 // group's ID, cannot be reused, so the kill never reaches another group.
 // An error of wait itself wraps errCapture; the process is reaped anyway.
-func (p *attemptPipes) wait(ctx context.Context, cmd *exec.Cmd, pidfd int, stdout, stderr *capBuffer, waitDelay time.Duration) error {
-	pid := cmd.Process.Pid
+func (p *attemptPipes) wait(ctx context.Context, pid, pidfd int, stdout, stderr *capBuffer, waitDelay time.Duration) (syscall.WaitStatus, error) {
 	// reaped, under mu, keeps a kill that started just before stop from
 	// signalling the group once its ID may have been reused.
 	var (
@@ -147,11 +138,14 @@ func (p *attemptPipes) wait(ctx context.Context, cmd *exec.Cmd, pidfd int, stdou
 	mu.Lock()
 	reaped = true
 	mu.Unlock()
-	err := cmd.Wait()
-	if captureErr != nil || exitErr != nil {
-		return errors.Join(captureErr, exitErr, err)
+	ws, err := reap(pid)
+	if err != nil {
+		err = fmt.Errorf("wait for process %d: %w", pid, err)
 	}
-	return err
+	if captureErr != nil || exitErr != nil {
+		return ws, errors.Join(captureErr, exitErr, err)
+	}
+	return ws, err
 }
 
 // read is wait's poll loop. It returns when both pipes are closed, or

@@ -15,8 +15,8 @@ import (
 
 // launch runs a on an idle worker, or on a new one when none is idle, so
 // the loop never waits. Workers outlive their attempt because a goroutine
-// running an exec attempt grows its stack several times (os/exec and the
-// fork path are deep): with a fresh goroutine per attempt that copying was
+// running an exec attempt grows its stack several times (the fork path is
+// deep): with a fresh goroutine per attempt that copying was
 // about a tenth of the CPU of a run of short exec activities. There are at
 // most about twice Parallelism workers: one is started only when none is
 // waiting for work.
@@ -70,10 +70,10 @@ var forkProcs struct {
 // reserveForkProcs adds Ps (GOMAXPROCS) while a run starts exec attempts,
 // and returns the function that gives them back.
 //
-// os/exec forks with clone(CLONE_VFORK) through a raw system call: the
-// forking goroutine keeps its P until the child has called execve
-// (golang/go#11155), and the child must first get a CPU. On 2 shared CPUs
-// under load that took 1.5 ms at the median (perf trace of
+// syscall.ForkExec (os/exec's too) forks with clone(CLONE_VFORK) through a
+// raw system call: the forking goroutine keeps its P until the child has
+// called execve (golang/go#11155), and the child must first get a CPU.
+// On 2 shared CPUs under load that took 1.5 ms at the median (perf trace of
 // BenchmarkExecTrue1000: the clone3 calls summed to the run's wall time,
 // one of the two Ps held on average), and meanwhile the loop, the
 // committer returning from fdatasync and the workers just handed an

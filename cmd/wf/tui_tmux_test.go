@@ -5,12 +5,14 @@ package main
 // tmux send-keys and reads what the terminal shows with capture-pane.
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -35,6 +37,9 @@ type tmuxPane struct {
 	t    *testing.T
 	tmux string
 	sock string
+	// onTimeout, when set, runs before a wait fails, to log what the
+	// process under test was doing.
+	onTimeout func(t *testing.T)
 }
 
 func newTmuxPane(t *testing.T, w, h int, dir, command string) *tmuxPane {
@@ -104,6 +109,7 @@ func (p *tmuxPane) waitFor(what string, patterns ...string) string {
 			return f
 		}
 		if time.Now().After(deadline) {
+			p.timedOut()
 			p.t.Fatalf("%s: the screen never showed %q; last frame:\n%s", what, patterns, f)
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -121,10 +127,59 @@ func (p *tmuxPane) waitGone(what, pattern string) string {
 			return f
 		}
 		if time.Now().After(deadline) {
+			p.timedOut()
 			p.t.Fatalf("%s: %q stayed on screen:\n%s", what, pattern, f)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+func (p *tmuxPane) timedOut() {
+	p.t.Helper()
+	if p.onTimeout != nil {
+		p.onTimeout(p.t)
+	}
+}
+
+// goroutineDump sends SIGQUIT to the process whose PID is in pidFile and
+// logs what it wrote to stderrFile: the Go runtime's dump of every
+// goroutine, so that a wait that timed out says where wf was stuck.
+func goroutineDump(pidFile, stderrFile string) func(t *testing.T) {
+	return func(t *testing.T) {
+		t.Helper()
+		b, err := os.ReadFile(pidFile)
+		if err != nil {
+			t.Logf("no goroutine dump: %v", err)
+			return
+		}
+		var pid int
+		if _, err := fmt.Sscan(string(b), &pid); err != nil {
+			t.Logf("no goroutine dump: pid file %q: %v", b, err)
+			return
+		}
+		if err := syscall.Kill(pid, syscall.SIGQUIT); err != nil {
+			t.Logf("no goroutine dump: SIGQUIT to wf (pid %d): %v", pid, err)
+			return
+		}
+		// The dump is written as the process exits: wait until its
+		// size holds still.
+		var dump []byte
+		for deadline, last := time.Now().Add(10*time.Second), -1; time.Now().Before(deadline); {
+			time.Sleep(200 * time.Millisecond)
+			dump, _ = os.ReadFile(stderrFile)
+			if len(dump) == last && (bytes.Contains(dump, []byte("goroutine ")) || !pidAlive(pid)) {
+				break
+			}
+			last = len(dump)
+		}
+		t.Logf("wf (pid %d) after SIGQUIT, its stderr (%s):\n%s", pid, stderrFile, dump)
+	}
+}
+
+// pidAlive reports whether a process with that PID exists (a zombie
+// counts).
+func pidAlive(pid int) bool {
+	return syscall.Kill(pid, 0) == nil
 }
 
 // tmuxWorkflow retries "flaky" twice (with output on both streams), fails
@@ -184,11 +239,21 @@ func TestDashboardInTmux(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw := filepath.Join(dir, "raw.out")
-	// The command waits for "go" so that pipe-pane records everything the
-	// dashboard writes, from its first byte.
-	cmd := fmt.Sprintf("while [ ! -e go ]; do sleep 0.05; done; %s apply -auto-approve -state-dir %s .; echo EXIT=$?; sleep 30",
-		bin, filepath.Join(dir, "state"))
-	p := newTmuxPane(t, 80, 24, dir, "sh -c '"+cmd+"'")
+	// The script waits for "go" so that pipe-pane records everything the
+	// dashboard writes, from its first byte. wf's PID and stderr go to
+	// files, for a goroutine dump if a wait times out (the dashboard is
+	// on stdout).
+	pidFile, stderrFile := filepath.Join(dir, "wf.pid"), filepath.Join(dir, "wf.stderr")
+	script := fmt.Sprintf(`while [ ! -e go ]; do sleep 0.05; done
+sh -c 'echo $$ > wf.pid; exec "$@" 2>>wf.stderr' sh %s apply -auto-approve -state-dir %s .
+echo EXIT=$?
+sleep 30
+`, bin, filepath.Join(dir, "state"))
+	if err := os.WriteFile(filepath.Join(dir, "run.sh"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := newTmuxPane(t, 80, 24, dir, "sh ./run.sh")
+	p.onTimeout = goroutineDump(pidFile, stderrFile)
 	p.run("pipe-pane", "-O", "-t", "wf", "cat >> "+raw)
 	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
 		t.Fatal(err)

@@ -125,8 +125,8 @@ type Result struct {
 	// Printed, when Known, is what decoding Outputs' stdout, stderr and
 	// body gives, so that the executor need not decode Outputs to show
 	// what the attempt printed. Set for http attempts whose body is valid
-	// UTF-8 (encoding replaces invalid bytes, which decoding would then
-	// show).
+	// UTF-8 and exec attempts whose stdout and stderr are (encoding
+	// replaces invalid bytes, which decoding would then show).
 	Printed Printed
 }
 
@@ -278,18 +278,32 @@ func (r *Runner) Run(ctx context.Context, req Request) (res Result) {
 			f = &Failure{Type: TypeInternal, Message: fmt.Sprintf("encode outputs: %v", err)}
 		}
 	default:
-		if o, ok := outputs.(*httpOutputs); ok && utf8.ValidString(o.Body) {
-			// Its only field that decodes as stdout, stderr or body.
-			printed = Printed{Known: true, Body: o.Body}
+		switch o := outputs.(type) {
+		case *httpOutputs:
+			if utf8.ValidString(o.Body) {
+				// Its only field that decodes as stdout, stderr or body.
+				printed = Printed{Known: true, Body: o.Body}
+			}
+		case *execOutputs:
+			// Valid UTF-8 decodes as it is (encoding replaces invalid
+			// bytes, which decoding would then show).
+			if utf8.ValidString(o.Stdout) && utf8.ValidString(o.Stderr) {
+				printed = Printed{Known: true, Stdout: o.Stdout, Stderr: o.Stderr}
+			}
 		}
 	}
 	return Result{Start: start, End: r.now(), Outputs: raw, Failure: f, HeartbeatDetails: details, Printed: printed}
 }
 
-// encodeOutputs is json.Marshal(outputs), by hand for an http attempt's
-// outputs (json.Marshal's own error when that fails).
+// encodeOutputs is json.Marshal(outputs), by hand for an http or exec
+// attempt's outputs (json.Marshal's own error when that fails).
 func encodeOutputs(outputs any) ([]byte, error) {
-	if o, ok := outputs.(*httpOutputs); ok {
+	switch o := outputs.(type) {
+	case *httpOutputs:
+		if b, err := o.appendJSON(nil); err == nil {
+			return b, nil
+		}
+	case *execOutputs:
 		if b, err := o.appendJSON(nil); err == nil {
 			return b, nil
 		}

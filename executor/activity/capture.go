@@ -19,7 +19,7 @@ const tailSize = 512
 // capBuffer is an io.Writer that keeps the first max bytes and the last
 // tailSize bytes of what is written and counts the rest, so a chatty process
 // can never make wf hold more than max+tailSize bytes per stream. It is not
-// safe for concurrent use; os/exec gives each stream its own writer.
+// safe for concurrent use; one goroutine reads both streams (attemptPipes).
 type capBuffer struct {
 	max   int64
 	head  []byte
@@ -52,38 +52,15 @@ func (c *capBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// firstChunk and readChunk bound the read size of ReadFrom. os/exec copies
-// each stream with io.Copy, whose default 32 KiB buffer per stream
-// dominated the allocations of a short exec attempt; most activities print
-// little, so the buffer starts small and doubles up to readChunk only while
-// reads fill it.
+// firstChunk and readChunk bound the size of each read of a pipe
+// (readPipe). A 32 KiB buffer per stream, as io.Copy uses, dominated the
+// allocations of a short exec attempt; most activities print little, so
+// the buffer starts small and doubles up to readChunk only while reads
+// fill it.
 const (
 	firstChunk = 512
 	readChunk  = 8 << 10
 )
-
-// ReadFrom copies r into the buffer until EOF, with a smaller buffer than
-// io.Copy's default.
-func (c *capBuffer) ReadFrom(r io.Reader) (int64, error) {
-	buf := make([]byte, firstChunk)
-	var n int64
-	for {
-		m, err := r.Read(buf)
-		if m > 0 {
-			c.Write(buf[:m])
-			n += int64(m)
-		}
-		if err == io.EOF {
-			return n, nil
-		}
-		if err != nil {
-			return n, err
-		}
-		if m == len(buf) && len(buf) < readChunk {
-			buf = make([]byte, 2*len(buf))
-		}
-	}
-}
 
 // Bytes returns the kept head.
 func (c *capBuffer) Bytes() []byte { return c.head }

@@ -1,14 +1,10 @@
 package activity
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"io"
 	"strings"
 	"syscall"
 	"testing"
-	"testing/iotest"
 )
 
 // An attempt's captured output: capped, and read to its end.
@@ -115,55 +111,5 @@ func TestSignalName(t *testing.T) {
 		if got := signalName(tt.sig); got != tt.want {
 			t.Errorf("signalName(%d) = %q, want %q", tt.sig, got, tt.want)
 		}
-	}
-}
-
-func TestCapBufferReadFrom(t *testing.T) {
-	tests := []struct {
-		name string
-		size int
-		max  int64
-	}{
-		{name: "empty", size: 0, max: 1000},
-		{name: "smaller than the first chunk", size: 100, max: 1000},
-		{name: "several chunks, under the cap", size: 3*readChunk + 5, max: 1 << 20},
-		{name: "several chunks, over the cap", size: 3*readChunk + 5, max: readChunk + 1},
-	}
-	readers := map[string]func(io.Reader) io.Reader{
-		// Hide bytes.Reader's WriterTo so ReadFrom does the reading.
-		"full reads": func(r io.Reader) io.Reader { return struct{ io.Reader }{r} },
-		"half reads": iotest.HalfReader,
-		"one byte":   iotest.OneByteReader,
-	}
-	for _, tt := range tests {
-		for rname, wrap := range readers {
-			t.Run(tt.name+"/"+rname, func(t *testing.T) {
-				src := bytes.Repeat([]byte("0123456789"), tt.size/10+1)[:tt.size]
-				c := newCapBuffer(tt.max)
-				n, err := c.ReadFrom(wrap(bytes.NewReader(src)))
-				if err != nil || n != int64(tt.size) {
-					t.Fatalf("ReadFrom = %d, %v", n, err)
-				}
-				want := src
-				if int64(len(want)) > tt.max {
-					want = want[:tt.max]
-				}
-				if !bytes.Equal(c.Bytes(), want) {
-					t.Errorf("head differs: %d bytes, want %d", len(c.Bytes()), len(want))
-				}
-				if c.Truncated() != (int64(tt.size) > tt.max) {
-					t.Errorf("truncated = %v", c.Truncated())
-				}
-			})
-		}
-	}
-}
-
-func TestCapBufferReadFromError(t *testing.T) {
-	boom := errors.New("boom")
-	c := newCapBuffer(100)
-	n, err := c.ReadFrom(iotest.DataErrReader(iotest.ErrReader(boom)))
-	if n != 0 || !errors.Is(err, boom) {
-		t.Errorf("ReadFrom = %d, %v; want 0, boom", n, err)
 	}
 }

@@ -7,13 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/wf-engine/wf/config"
 )
@@ -85,37 +86,35 @@ func (r *Runner) runExec(ctx context.Context, req Request) (any, *Failure, strin
 	}
 
 	stdout, stderr := newCapBuffer(r.maxOutput), newCapBuffer(r.maxOutput)
-	newCmd := func(path string) *exec.Cmd {
-		cmd := exec.CommandContext(actx, path)
-		cmd.Args = argv
-		cmd.Env = env
-		cmd.Dir = spec.Dir
-		cmd.Stdin = files.stdin
-		cmd.Stdout = stdout
-		cmd.Stderr = stderr
-		// Pdeathsig: if wf dies (kill -9, a crash), the kernel kills the
-		// direct child at once rather than letting it run unsupervised.
-		// It reaches only that child (grandchildren are ended by the
-		// next run, from the spawn record and their environment), and
-		// it fires when the forking OS thread exits, which for Go means
-		// the process: the runtime never retires a thread that is not
-		// locked, and attempts never lock theirs.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-		cmd.Cancel = func() error { return killGroup(cmd.Process.Pid) }
-		// Without WaitDelay a grandchild that inherited stdout would keep
-		// Wait blocked until it exits, even after the leader is gone.
-		cmd.WaitDelay = r.waitDelay
-		return cmd
+	pipes, err := newAttemptPipes()
+	if err != nil {
+		return out, &Failure{Type: TypeExecStart, Message: err.Error()}, details
 	}
-	cmd := newCmd(path)
-	if err := cmd.Start(); err != nil {
+	defer pipes.close()
+	// One entry per name, the last, as os/exec passed it (a NUL
+	// fails the start, as there).
+	env, envErr := dedupEnv(env)
+	withPidfd := usePidfd()
+	// As exec.CommandContext's Start does, a context already done starts
+	// nothing. (One done just after this is seen by pipes.wait, which
+	// kills the group at once.)
+	start := func(path string) (pid, pidfd int, err error) {
+		if err := actx.Err(); err != nil {
+			return 0, -1, err
+		}
+		if envErr != nil {
+			return 0, -1, envErr
+		}
+		return startProcess(path, argv, env, spec.Dir, files.stdin.Fd(), uintptr(pipes.outW), uintptr(pipes.errW), withPidfd)
+	}
+	pid, pidfd, err := start(path)
+	if err != nil {
 		r.shared.forget(argv[0], pathEnv, spec.Dir)
 		// A cached program may have been removed or moved since it was
 		// looked up: look again, and try once more if it is elsewhere now.
 		if cached {
 			if fresh, _, lerr := r.shared.lookPath(argv[0], pathEnv, spec.Dir); lerr == nil && fresh != path {
-				cmd = newCmd(fresh)
-				err = cmd.Start()
+				pid, pidfd, err = start(fresh)
 			}
 		}
 		if err != nil {
@@ -129,8 +128,12 @@ func (r *Runner) runExec(ctx context.Context, req Request) (any, *Failure, strin
 			return out, startFailure(argv[0], err), details
 		}
 	}
+	if pidfd >= 0 {
+		defer unix.Close(pidfd)
+	}
+	pipes.closeChildEnds()
 	if hook := spawnHook(ctx); hook != nil {
-		hook(cmd.Process.Pid)
+		hook(pid)
 	}
 	var hb *heartbeatWatch
 	if heartbeatFile != "" {
@@ -148,7 +151,7 @@ func (r *Runner) runExec(ctx context.Context, req Request) (any, *Failure, strin
 			removeFile(files.error)
 		}
 	}()
-	waitErr := cmd.Wait()
+	ws, waitErr := pipes.wait(actx, pid, pidfd, stdout, stderr, r.waitDelay)
 	var (
 		hung      bool
 		sinceBeat time.Duration
@@ -160,11 +163,17 @@ func (r *Runner) runExec(ctx context.Context, req Request) (any, *Failure, strin
 
 	out.Stdout = string(stdout.Bytes())
 	out.Stderr = string(stderr.Bytes())
-	state := cmd.ProcessState
-	if state == nil {
+	if waitErr != nil && !errors.Is(waitErr, errCapture) {
+		// Not reaped (ECHILD: not wf's child any more): no status.
 		return out, &Failure{Type: TypeExecStart, Message: fmt.Sprintf("wait for %s: %v", argv[0], waitErr)}, details
 	}
-	out.ExitCode = state.ExitCode()
+	out.ExitCode = exitCode(ws)
+	if errors.Is(waitErr, errCapture) {
+		// wf lost track of the output (a poll failure: ENOMEM at
+		// worst) and killed the process group: whatever the exit
+		// status, the outputs are not the process's.
+		return out, &Failure{Type: TypeInternal, Message: fmt.Sprintf("capture the output of %s: %v; process group killed", argv[0], waitErr)}, details
+	}
 	notes := joinNotes(stdout.truncationNote("stdout"), stderr.truncationNote("stderr"))
 
 	fileResult, fileErr := readOutputFile(files.output, r.maxOutput)
@@ -178,7 +187,7 @@ func (r *Runner) runExec(ctx context.Context, req Request) (any, *Failure, strin
 	// Exit 0 is success whatever else happened: the timeout may have fired
 	// just after the process finished, and an error file written by a
 	// process that then succeeded is not an error.
-	if state.Success() {
+	if ws.Exited() && ws.ExitStatus() == 0 {
 		if fileErr != nil {
 			typ := TypeOutputInvalidJSON
 			if errors.Is(fileErr, errTooLarge) {
@@ -199,13 +208,12 @@ func (r *Runner) runExec(ctx context.Context, req Request) (any, *Failure, strin
 		return out, heartbeatFailure(req.HeartbeatTimeout, sinceBeat, beats, stderrNote(tail), notes), details
 	}
 
-	ws, _ := state.Sys().(syscall.WaitStatus)
 	if ws.Signaled() {
 		name := signalName(ws.Signal())
 		return out, &Failure{Type: "signal:" + name, Message: joinNotes("killed by "+name, stderrNote(tail), notes)}, details
 	}
 
-	code := state.ExitCode()
+	code := exitCode(ws)
 	msg := tail
 	if msg == "" {
 		msg = "exit status " + strconv.Itoa(code)
@@ -220,6 +228,15 @@ func (r *Runner) runExec(ctx context.Context, req Request) (any, *Failure, strin
 		return out, ef, details
 	}
 	return out, &Failure{Type: "exit:" + strconv.Itoa(code), Message: joinNotes(msg, notes)}, details
+}
+
+// exitCode is the process's exit status, or -1 when a signal ended it
+// (os.ProcessState.ExitCode's convention).
+func exitCode(ws syscall.WaitStatus) int {
+	if !ws.Exited() {
+		return -1
+	}
+	return ws.ExitStatus()
 }
 
 // execArgv is the argv of the process: Command as is, or Script through
@@ -241,8 +258,8 @@ func execArgv(spec *config.ExecSpec) ([]string, error) {
 
 // execEnv builds the process environment: the base environment, then the
 // activity's env (sorted, so the result is deterministic), then the WF_*
-// variables. os/exec keeps the last value of a duplicated name, so the WF_*
-// variables cannot be overridden by accident.
+// variables. dedupEnv keeps the last value of a duplicated name, so the
+// WF_* variables cannot be overridden by accident.
 func (r *Runner) execEnv(req Request, spec *config.ExecSpec, outputFile, errorFile, heartbeatFile string) []string {
 	env := make([]string, 0, len(r.baseEnv)+len(spec.Env)+9)
 	env = append(env, r.baseEnv...)

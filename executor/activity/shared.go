@@ -32,6 +32,7 @@ type execShared struct {
 	// write-held to set up or to tear down, so Close never removes the
 	// directory under a running attempt.
 	mu      sync.RWMutex
+	setupMu sync.Mutex // serialises setup
 	dir     string
 	devNull *os.File
 	seq     atomic.Uint64
@@ -62,6 +63,9 @@ func (s *execShared) acquire(tempDir string) (attemptFiles, error) {
 			}, nil
 		}
 		s.mu.RUnlock()
+		if afterEmptyCheck != nil {
+			afterEmptyCheck()
+		}
 		if err := s.setup(tempDir); err != nil {
 			return attemptFiles{}, err
 		}
@@ -71,10 +75,26 @@ func (s *execShared) acquire(tempDir string) (attemptFiles, error) {
 // release ends an attempt started by a successful acquire.
 func (s *execShared) release() { s.mu.RUnlock() }
 
+// afterEmptyCheck, when set (by tests), runs in acquire between finding
+// no directory and setting one up.
+var afterEmptyCheck func()
+
+// setup creates the directory and opens /dev/null unless another attempt
+// did meanwhile. It takes mu for writing only once it knows the directory
+// is missing, when no attempt can hold mu for long: had it waited for mu
+// first, as it did, an attempt that set the directory up just before
+// would hold the read lock for its whole run, and the waiting writer
+// would block every attempt starting meanwhile (a sync.RWMutex lets no
+// new reader in while a writer waits) until that one ended; in
+// TestDashboardInTmux every attempt stayed "running" behind an attempt
+// that ran for good.
 func (s *execShared) setup(tempDir string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.dir != "" {
+	s.setupMu.Lock()
+	defer s.setupMu.Unlock()
+	s.mu.RLock()
+	done := s.dir != ""
+	s.mu.RUnlock()
+	if done {
 		return nil
 	}
 	dir, err := os.MkdirTemp(tempDir, "wf-attempts-*")
@@ -86,7 +106,11 @@ func (s *execShared) setup(tempDir string) error {
 		_ = os.Remove(dir)
 		return fmt.Errorf("open %s: %w", os.DevNull, err)
 	}
+	// Only setup sets the directory, one at a time (setupMu): it is
+	// still missing, so readers hold mu only for the check in acquire.
+	s.mu.Lock()
 	s.dir, s.devNull = dir, devNull
+	s.mu.Unlock()
 	return nil
 }
 

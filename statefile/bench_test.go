@@ -272,12 +272,17 @@ func BenchmarkReopen100kTimers(b *testing.B) {
 		plain += time.Since(start)
 		plainCPU += cpuTime() - c0
 	}
+	reportReopen(b, ours, plain, oursCPU, plainCPU)
+}
+
+// reportReopen reports a reopen benchmark's times beside the plain
+// Badger scan's, wall and CPU. The CPU is the process's (every thread,
+// Badger's background work included): on a machine shared with other
+// builds, wall time is mostly waiting for a CPU.
+func reportReopen(b *testing.B, ours, plain, oursCPU, plainCPU time.Duration) {
 	b.ReportMetric(float64(ours.Milliseconds())/float64(b.N), "ms/reopen")
 	b.ReportMetric(float64(plain.Milliseconds())/float64(b.N), "plain_ms")
 	b.ReportMetric(float64(ours)/float64(plain), "ratio")
-	// The process's CPU time (every thread, Badger's background work
-	// included): on a machine shared with other builds, wall time is
-	// mostly waiting for a CPU.
 	b.ReportMetric(float64(oursCPU.Milliseconds())/float64(b.N), "cpu_ms/reopen")
 	b.ReportMetric(float64(plainCPU.Milliseconds())/float64(b.N), "plain_cpu_ms")
 	b.ReportMetric(float64(oursCPU)/float64(plainCPU), "cpu_ratio")
@@ -324,12 +329,7 @@ func BenchmarkReopen100kActivities(b *testing.B) {
 		plain += time.Since(start)
 		plainCPU += cpuTime() - c0
 	}
-	b.ReportMetric(float64(ours.Milliseconds())/float64(b.N), "ms/reopen")
-	b.ReportMetric(float64(plain.Milliseconds())/float64(b.N), "plain_ms")
-	b.ReportMetric(float64(ours)/float64(plain), "ratio")
-	b.ReportMetric(float64(oursCPU.Milliseconds())/float64(b.N), "cpu_ms/reopen")
-	b.ReportMetric(float64(plainCPU.Milliseconds())/float64(b.N), "plain_cpu_ms")
-	b.ReportMetric(float64(oursCPU)/float64(plainCPU), "cpu_ratio")
+	reportReopen(b, ours, plain, oursCPU, plainCPU)
 }
 
 // plainBadgerScan opens db/ read-only with Badger alone and reads every

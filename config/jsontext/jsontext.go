@@ -114,6 +114,15 @@ func AppendCompact(b, src []byte) ([]byte, error) {
 	return append(b, src[start:]...), nil
 }
 
+// AppendRaw appends a json.RawMessage field's value as json.Marshal
+// writes it: null when raw is nil, else AppendCompact.
+func AppendRaw(b, raw []byte) ([]byte, error) {
+	if raw == nil {
+		return append(b, "null"...), nil
+	}
+	return AppendCompact(b, raw)
+}
+
 // SortedKeys returns m's keys in the order encoding/json writes them.
 func SortedKeys(m map[string]string) []string {
 	keys := make([]string, 0, len(m))

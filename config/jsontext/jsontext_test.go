@@ -65,3 +65,27 @@ func FuzzAppendObject(f *testing.F) {
 		}
 	})
 }
+
+// TestAppendRaw: a nil json.RawMessage is null, as json.Marshal has it;
+// any other is compacted, and invalid JSON is refused.
+func TestAppendRaw(t *testing.T) {
+	for _, tt := range []struct {
+		raw  []byte
+		want string
+	}{
+		{nil, "null"},
+		{[]byte(` {"a": [1, "<"]} `), `{"a":[1,"\u003c"]}`},
+		{[]byte(`{"a":`), ""},
+	} {
+		got, err := AppendRaw([]byte("x="), tt.raw)
+		if tt.want == "" {
+			if err == nil {
+				t.Errorf("AppendRaw(%q): no error", tt.raw)
+			}
+			continue
+		}
+		if err != nil || string(got) != "x="+tt.want {
+			t.Errorf("AppendRaw(%q) = %q, %v; want %q", tt.raw, got, err, "x="+tt.want)
+		}
+	}
+}

@@ -21,13 +21,9 @@ func (o *execOutputs) appendJSON(b []byte) ([]byte, error) {
 	b = append(b, `,"exit_code":`...)
 	b = strconv.AppendInt(b, int64(o.ExitCode), 10)
 	b = append(b, `,"result":`...)
-	if o.Result == nil {
-		b = append(b, "null"...)
-	} else {
-		var err error
-		if b, err = jsontext.AppendCompact(b, o.Result); err != nil {
-			return nil, err
-		}
+	b, err := jsontext.AppendRaw(b, o.Result)
+	if err != nil {
+		return nil, err
 	}
 	return append(b, '}'), nil
 }

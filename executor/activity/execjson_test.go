@@ -29,6 +29,19 @@ func TestExecOutputsEncoding(t *testing.T) {
 	for range 3000 {
 		cases = append(cases, &execOutputs{Stdout: word(), Stderr: word(), ExitCode: rng.IntN(300) - 1, Result: results[rng.IntN(len(results))]})
 	}
+	checkEncodesAsMarshal(t, cases, &execOutputs{Result: json.RawMessage(`{"a":`)})
+}
+
+// jsonAppender is an attempt's outputs, encoded by hand.
+type jsonAppender interface {
+	appendJSON([]byte) ([]byte, error)
+}
+
+// checkEncodesAsMarshal checks that every case encodes by hand to the
+// bytes json.Marshal gives, and that bad (a result that is not JSON) is
+// refused, with json.Marshal's own error from encodeOutputs.
+func checkEncodesAsMarshal[T jsonAppender](t *testing.T, cases []T, bad T) {
+	t.Helper()
 	for _, o := range cases {
 		want, err := json.Marshal(o)
 		if err != nil {
@@ -39,15 +52,12 @@ func TestExecOutputsEncoding(t *testing.T) {
 			t.Fatalf("%+v: encoded %s (%v) by hand, json.Marshal gives %s", o, got, err, want)
 		}
 	}
-	// A result that is not JSON is refused, and encodeOutputs gives
-	// json.Marshal's own error for it.
-	bad := &execOutputs{Result: json.RawMessage(`{"a":`)}
 	if _, err := bad.appendJSON(nil); err == nil {
-		t.Fatalf("appendJSON of %q: no error", bad.Result)
+		t.Fatalf("appendJSON of %+v: no error", bad)
 	}
 	_, want := json.Marshal(bad)
 	if _, err := encodeOutputs(bad); err == nil || err.Error() != want.Error() {
-		t.Fatalf("encodeOutputs of %q: %v, json.Marshal: %v", bad.Result, err, want)
+		t.Fatalf("encodeOutputs of %+v: %v, json.Marshal: %v", bad, err, want)
 	}
 }
 

@@ -30,13 +30,9 @@ func (o *httpOutputs) appendJSON(b []byte) ([]byte, error) {
 	b = append(b, `,"body":`...)
 	b = jsontext.AppendString(b, o.Body)
 	b = append(b, `,"result":`...)
-	if o.Result == nil {
-		b = append(b, "null"...)
-	} else {
-		var err error
-		if b, err = jsontext.AppendCompact(b, o.Result); err != nil {
-			return nil, err
-		}
+	b, err := jsontext.AppendRaw(b, o.Result)
+	if err != nil {
+		return nil, err
 	}
 	b = append(b, `,"body_truncated":`...)
 	b = strconv.AppendBool(b, o.BodyTruncated)

@@ -40,26 +40,7 @@ func TestHTTPOutputsEncoding(t *testing.T) {
 		}
 		cases = append(cases, o)
 	}
-	for _, o := range cases {
-		want, err := json.Marshal(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := o.appendJSON(nil)
-		if err != nil || !bytes.Equal(got, want) {
-			t.Fatalf("%+v: encoded %s (%v) by hand, json.Marshal gives %s", o, got, err, want)
-		}
-	}
-	// A result that is not JSON is refused, and encodeOutputs gives
-	// json.Marshal's own error for it.
-	bad := &httpOutputs{Status: 200, Result: json.RawMessage(`{"a":`)}
-	if _, err := bad.appendJSON(nil); err == nil {
-		t.Fatalf("appendJSON of %q: no error", bad.Result)
-	}
-	_, want := json.Marshal(bad)
-	if _, err := encodeOutputs(bad); err == nil || err.Error() != want.Error() {
-		t.Fatalf("encodeOutputs of %q: %v, json.Marshal: %v", bad.Result, err, want)
-	}
+	checkEncodesAsMarshal(t, cases, &httpOutputs{Status: 200, Result: json.RawMessage(`{"a":`)})
 }
 
 // TestHTTPPrinted: Result.Printed, when known, is what decoding Outputs

@@ -295,15 +295,16 @@ func (r *Runner) Run(ctx context.Context, req Request) (res Result) {
 	return Result{Start: start, End: r.now(), Outputs: raw, Failure: f, HeartbeatDetails: details, Printed: printed}
 }
 
-// encodeOutputs is json.Marshal(outputs), by hand for an http or exec
-// attempt's outputs (json.Marshal's own error when that fails).
+// jsonAppender is an attempt's outputs that encode themselves by hand,
+// as json.Marshal would (*httpOutputs, *execOutputs).
+type jsonAppender interface {
+	appendJSON([]byte) ([]byte, error)
+}
+
+// encodeOutputs is json.Marshal(outputs), by hand for outputs that can
+// (json.Marshal's own error when that fails).
 func encodeOutputs(outputs any) ([]byte, error) {
-	switch o := outputs.(type) {
-	case *httpOutputs:
-		if b, err := o.appendJSON(nil); err == nil {
-			return b, nil
-		}
-	case *execOutputs:
+	if o, ok := outputs.(jsonAppender); ok {
 		if b, err := o.appendJSON(nil); err == nil {
 			return b, nil
 		}

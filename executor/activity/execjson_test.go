@@ -32,11 +32,6 @@ func TestExecOutputsEncoding(t *testing.T) {
 	checkEncodesAsMarshal(t, cases, &execOutputs{Result: json.RawMessage(`{"a":`)})
 }
 
-// jsonAppender is an attempt's outputs, encoded by hand.
-type jsonAppender interface {
-	appendJSON([]byte) ([]byte, error)
-}
-
 // checkEncodesAsMarshal checks that every case encodes by hand to the
 // bytes json.Marshal gives, and that bad (a result that is not JSON) is
 // refused, with json.Marshal's own error from encodeOutputs.

@@ -109,14 +109,16 @@ func activityKey(workflow, key, activity string) []byte {
 // timers, spawns), in one allocation of its size: an activity is written
 // with its timer key on every step of an attempt.
 func activityTableKey(table byte, workflow, key, activity string) []byte {
-	b := make([]byte, 0, 1+len(workflow)+len(key)+len(activity)+6)
-	b = append(b, table)
-	return appendName(appendName(appendName(b, workflow), key), activity)
+	return appendActivityTableKey(make([]byte, 0, 1+len(workflow)+len(key)+len(activity)+6), table, workflow, key, activity)
 }
 
 // appendActivityKey appends activityKey(workflow, key, activity) to b.
 func appendActivityKey(b []byte, workflow, key, activity string) []byte {
-	b = append(b, tableActivity)
+	return appendActivityTableKey(b, tableActivity, workflow, key, activity)
+}
+
+func appendActivityTableKey(b []byte, table byte, workflow, key, activity string) []byte {
+	b = append(b, table)
 	return appendName(appendName(appendName(b, workflow), key), activity)
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"runtime"
+	"runtime/metrics"
 	"slices"
 	"strings"
 	"sync"
@@ -141,6 +142,7 @@ func BenchmarkHTTP10k(b *testing.B) {
 	var launch []time.Duration
 	var wfCPU, rawCPU time.Duration
 	var wfMem, rawMem heapUse
+	var wfPs, rawPs procTime
 	for i := range b.N {
 		// Alternate which side goes first so both see the same load.
 		var wfD, rawD time.Duration
@@ -150,9 +152,10 @@ func BenchmarkHTTP10k(b *testing.B) {
 				timed := &timedRunner{AttemptRunner: runner}
 				var spans []commitSpan
 				commits.spans = &spans
-				cpu, mem := processCPU(), readHeapUse()
+				cpu, mem, ps := processCPU(), readHeapUse(), readProcTime()
 				st, d := runHTTPWorkflow(b, cfg, httpParallelism, timed, &commits)
 				wfCPU += processCPU() - cpu
+				wfPs = wfPs.add(readProcTime().sub(ps))
 				wfMem = wfMem.add(readHeapUse().sub(mem))
 				launch = append(launch, launchDelays(spans, timed.starts)...)
 				busy += time.Duration(timed.busy.Load())
@@ -164,9 +167,10 @@ func BenchmarkHTTP10k(b *testing.B) {
 				_ = runner.Close()
 			},
 			func() {
-				cpu, mem := processCPU(), readHeapUse()
+				cpu, mem, ps := processCPU(), readHeapUse(), readProcTime()
 				rawD = rawHTTP(b, srv.srv.URL, httpCount, httpParallelism)
 				rawCPU += processCPU() - cpu
+				rawPs = rawPs.add(readProcTime().sub(ps))
 				rawMem = rawMem.add(readHeapUse().sub(mem))
 				rawConns += srv.reset()
 			},
@@ -193,6 +197,19 @@ func BenchmarkHTTP10k(b *testing.B) {
 	b.ReportMetric(float64(commits.total.Microseconds())/1000/n, "commit_ms/op")
 	b.ReportMetric(float64(commits.first.Microseconds())/1000/n, "first_commit_ms/op")
 	b.ReportMetric(100*busy.Seconds()/(httpParallelism*wfTotal.Seconds()), "slot_busy_%")
+	// The committer is the one goroutine every attempt passes through
+	// twice (its start, its result): the share of the run it spent in
+	// Commit. The loop's share is small beside it (the core's step, a few
+	// µs per result).
+	b.ReportMetric(100*commits.total.Seconds()/wfTotal.Seconds(), "commit_busy_%")
+	// The share of the Ps' time (GOMAXPROCS x wall) that no goroutine
+	// used: near 0, the run is bound by CPU, and shortening its waits
+	// (hand-offs, commits) cannot make it faster; only less CPU per
+	// request can. A P held by a goroutine in a system call (fdatasync)
+	// counts as used.
+	b.ReportMetric(wfPs.idlePct(), "wf_p_idle_%")
+	b.ReportMetric(wfPs.gcPct(), "wf_p_gc_%")
+	b.ReportMetric(rawPs.idlePct(), "raw_p_idle_%")
 	// The CPU (user and system, whole process: server, client, engine,
 	// GC) each side spent per request. On 2 cores that both sides keep
 	// busy, raw_cpu_us/wf_cpu_us is the best of_raw wf could reach
@@ -222,6 +239,31 @@ func processCPU() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// procTime is the runtime's account of the Ps' time (GOMAXPROCS x wall
+// time): all of it, what no goroutine used, and what the collector used.
+type procTime struct{ total, idle, gc float64 }
+
+func readProcTime() procTime {
+	s := []metrics.Sample{
+		{Name: "/cpu/classes/total:cpu-seconds"},
+		{Name: "/cpu/classes/idle:cpu-seconds"},
+		{Name: "/cpu/classes/gc/total:cpu-seconds"},
+	}
+	metrics.Read(s)
+	return procTime{s[0].Value.Float64(), s[1].Value.Float64(), s[2].Value.Float64()}
+}
+
+func (p procTime) sub(o procTime) procTime {
+	return procTime{p.total - o.total, p.idle - o.idle, p.gc - o.gc}
+}
+
+func (p procTime) add(o procTime) procTime {
+	return procTime{p.total + o.total, p.idle + o.idle, p.gc + o.gc}
+}
+
+func (p procTime) idlePct() float64 { return 100 * p.idle / max(p.total, 1e-9) }
+func (p procTime) gcPct() float64   { return 100 * p.gc / max(p.total, 1e-9) }
 
 // heapUse is what the process has allocated: bytes and objects.
 type heapUse struct{ bytes, allocs uint64 }

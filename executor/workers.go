@@ -113,9 +113,12 @@ func reserveForkProcs(parallelism int) (release func()) {
 
 func (r *Run) runAttempt(a core.Attempt) attemptDone {
 	ctx := r.attemptCtx
-	var spawnErr error
+	// Only an exec attempt's hook sets it: a variable the hook captured
+	// would be allocated for every attempt, http ones too.
+	var spawned *error
 	if r.spawns != nil && a.Spec != nil && a.Spec.Exec != nil {
-		ctx = activity.WithSpawnHook(ctx, func(pid int) { spawnErr = r.recordSpawn(a, pid) })
+		spawned = new(error)
+		ctx = activity.WithSpawnHook(ctx, func(pid int) { *spawned = r.recordSpawn(a, pid) })
 	}
 	if a.HeartbeatTimeout > 0 {
 		ctx = activity.WithHeartbeatHook(ctx, func(details string) { r.beat(a, details) })
@@ -148,6 +151,10 @@ func (r *Run) runAttempt(a core.Attempt) attemptDone {
 		// Only the engine's own cancellation makes an attempt interrupted;
 		// an activity that reports the type itself failed on its own.
 		out.Interrupted = f.Type == activity.TypeInterrupted && r.attemptCtx.Err() != nil
+	}
+	var spawnErr error
+	if spawned != nil {
+		spawnErr = *spawned
 	}
 	return attemptDone{res: out, err: spawnErr}
 }

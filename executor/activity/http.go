@@ -33,6 +33,11 @@ type httpOutputs struct {
 	// the response; Result is then null, and config refuses references to
 	// it instead of handing a downstream activity a silent null.
 	BodyTruncated bool `json:"body_truncated"`
+
+	// own holds the values of the request header fields wf adds
+	// (Idempotency-Key, User-Agent): allocated with the outputs, not
+	// apart. Not an output.
+	own [2]string
 }
 
 // tooManyRedirects is the CheckRedirect error that stops a redirect chain.
@@ -196,15 +201,15 @@ func (r *Runner) runHTTP(ctx context.Context, req Request) (any, *Failure) {
 		}
 		hreq.Header.Set(k, v)
 	}
-	// The two fields wf adds share one array of values.
-	own := make([]string, 0, 2)
+	// The values of the two fields wf adds live in the outputs.
+	out := &httpOutputs{}
 	if req.IdempotencyKey != "" && !hasHeader(spec.Headers, "Idempotency-Key") {
-		own = append(own, req.IdempotencyKey)
-		hreq.Header["Idempotency-Key"] = own[len(own)-1 : len(own) : len(own)]
+		out.own[0] = req.IdempotencyKey
+		hreq.Header["Idempotency-Key"] = out.own[0:1:1]
 	}
 	if !hasHeader(spec.Headers, "User-Agent") {
-		own = append(own, "wf")
-		hreq.Header["User-Agent"] = own[len(own)-1 : len(own) : len(own)]
+		out.own[1] = "wf"
+		hreq.Header["User-Agent"] = out.own[1:2:2]
 	}
 
 	client := r.clients[b2i(spec.InsecureSkipVerify)][b2i(wantsRedirect(spec.ExpectStatus))]
@@ -219,7 +224,7 @@ func (r *Runner) runHTTP(ctx context.Context, req Request) (any, *Failure) {
 	// is what a possibly endless or slow body needs.
 	defer resp.Body.Close()
 
-	out := &httpOutputs{Status: resp.StatusCode, Headers: make(map[string]string, len(resp.Header))}
+	out.Status, out.Headers = resp.StatusCode, make(map[string]string, len(resp.Header))
 	for k, vs := range resp.Header {
 		out.Headers[k] = strings.Join(vs, ", ")
 	}

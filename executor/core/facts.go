@@ -19,8 +19,23 @@ import (
 
 func (c *Core) ev(a *act, t event.Type) event.Event {
 	var ev event.Event
-	c.fillEv(&ev, a, t, a.ruleRef())
+	c.fillEv(&ev, a, t, c.ruleRefFor(a))
 	return ev
+}
+
+// ruleRefFor is a.ruleRef() in the next element of an array shared with
+// other events' (a few a step, one allocation every stepChunk): an event
+// is never changed once emitted, nor is its rule reference.
+func (c *Core) ruleRefFor(a *act) *event.RuleRef {
+	if len(a.cfg.Rules) == 0 || a.rec == nil {
+		return nil
+	}
+	if len(c.rulesFree) == 0 {
+		c.rulesFree = make([]event.RuleRef, stepChunk)
+	}
+	ref := &c.rulesFree[0]
+	c.rulesFree = c.rulesFree[1:]
+	return a.ruleRefIn(ref)
 }
 
 // fillEv sets what every event of an activity says into ev (which is

@@ -174,6 +174,9 @@ type Core struct {
 	// step's events and starts were appended to (step).
 	eventsFree []event.Event
 	startsFree []Attempt
+	// rulesFree is the room left in the array the events' rule
+	// references are taken from (ruleRefFor).
+	rulesFree []event.RuleRef
 }
 
 // New builds a core over the planned instances and their loaded state.
@@ -508,17 +511,26 @@ func (c *Core) flush() {
 		r := *in.rec
 		ms = append(ms, record.Mutation{Instance: &r})
 	}
-	for _, att := range c.dirtyAtts {
-		r := *att
+	// The step's copies of attempt and activity records share one array
+	// of each kind: the mutations are read by the commit and dropped
+	// together, and one allocation a step instead of one a record is
+	// what the collector sees of them (an http attempt writes two of
+	// each).
+	atts := make([]record.Attempt, len(c.dirtyAtts))
+	for i, att := range c.dirtyAtts {
+		r := &atts[i]
+		*r = *att
 		if att.Error != nil {
 			e := *att.Error
 			r.Error = &e
 		}
-		ms = append(ms, record.Mutation{Attempt: &r})
+		ms = append(ms, record.Mutation{Attempt: r})
 	}
-	for _, a := range c.dirtyActs {
-		r := copyActivity(a.rec)
-		ms = append(ms, record.Mutation{Activity: &r, NoTimerBefore: r.Timer == nil && a.timerWritten == timerNone})
+	acts := make([]record.Activity, len(c.dirtyActs))
+	for i, a := range c.dirtyActs {
+		r := &acts[i]
+		*r = copyActivity(a.rec)
+		ms = append(ms, record.Mutation{Activity: r, NoTimerBefore: r.Timer == nil && a.timerWritten == timerNone})
 		a.timerWritten = timerNone
 		if r.Timer != nil {
 			a.timerWritten = timerSet
@@ -538,9 +550,17 @@ func (c *Core) flush() {
 			g.dirty = false
 		}
 	}
-	c.instDirty, c.dirtyActs, c.dirtyAtts = nil, nil, nil
+	// The lists are reused from step to step (emptied of their pointers,
+	// which would otherwise keep ended attempts' records alive).
+	c.instDirty, c.dirtyActs, c.dirtyAtts = emptied(c.instDirty), emptied(c.dirtyActs), emptied(c.dirtyAtts)
 	clear(c.dirtyAtt)
 	c.out.Persist = ms
+}
+
+// emptied is s with no element, its array kept and cleared.
+func emptied[T any](s []T) []T {
+	clear(s)
+	return s[:0]
 }
 
 func (c *Core) markAct(a *act) {

@@ -73,7 +73,7 @@ func TestCommitterDoesNotWaitForTheLoop(t *testing.T) {
 		started: make(chan struct{}),
 		release: make(chan struct{}),
 	}
-	c := newCommitter(s.commit)
+	c := newCommitter(s.commit, nil)
 	go c.run()
 	defer c.close()
 	step := func(n ...string) core.Ready {

@@ -113,9 +113,8 @@ func reserveForkProcs(parallelism int) (release func()) {
 
 func (r *Run) runAttempt(a core.Attempt) attemptDone {
 	ctx := r.attemptCtx
-	var spawnErr error
 	if r.spawns != nil && a.Spec != nil && a.Spec.Exec != nil {
-		ctx = activity.WithSpawnHook(ctx, func(pid int) { spawnErr = r.recordSpawn(a, pid) })
+		ctx = activity.WithSpawnHook(ctx, func(pid int) { r.queueSpawn(a, pid) })
 	}
 	if a.HeartbeatTimeout > 0 {
 		ctx = activity.WithHeartbeatHook(ctx, func(details string) { r.beat(a, details) })
@@ -149,7 +148,7 @@ func (r *Run) runAttempt(a core.Attempt) attemptDone {
 		// an activity that reports the type itself failed on its own.
 		out.Interrupted = f.Type == activity.TypeInterrupted && r.attemptCtx.Err() != nil
 	}
-	return attemptDone{res: out, err: spawnErr}
+	return attemptDone{res: out}
 }
 
 // beat hands a heartbeat of a running attempt to the loop: only the latest

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/wf-engine/wf/executor/activity"
 	"github.com/wf-engine/wf/executor/core"
 	"github.com/wf-engine/wf/executor/proc"
 	"github.com/wf-engine/wf/statefile/record"
@@ -31,17 +32,19 @@ import (
 
 // queueSpawn records the process group of an exec attempt that has just
 // started. It runs on the attempt's worker before the process is waited
-// for, and reads the process's start time there: once the process is
-// reaped its PID may name another one. The record is written by the
+// for, and takes the process's start time there (from the clock read
+// around the fork, or /proc): once the process is reaped its PID may name
+// another one. The record is written by the
 // committer (submitSpawn) rather than here: a write of its own queued
 // behind the fdatasync of the commit in flight, and the worker waited
 // 1.5-2.6 ms for it (median of BenchmarkExecTrue1000), longer than `true`
 // lives. It reaches the log as soon as it did then: with the next commit,
 // or at once when none is in flight.
-func (r *Run) queueSpawn(a core.Attempt, pid int) {
+func (r *Run) queueSpawn(a core.Attempt, p activity.Spawned) {
 	// A start time that cannot be read (no /proc) still leaves the
 	// environment scan; the group is then never killed by PID alone.
-	ticks, _ := r.procs.StartTicks(pid)
+	ticks, _ := r.procs.SpawnTicks(p.PID, p.BootBefore, p.BootAfter)
+	pid := p.PID
 	r.cm.submitSpawn(&record.Spawn{
 		Workflow:   a.Workflow,
 		Instance:   a.Instance,

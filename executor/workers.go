@@ -114,7 +114,7 @@ func reserveForkProcs(parallelism int) (release func()) {
 func (r *Run) runAttempt(a core.Attempt) attemptDone {
 	ctx := r.attemptCtx
 	if r.spawns != nil && a.Spec != nil && a.Spec.Exec != nil {
-		ctx = activity.WithSpawnHook(ctx, func(pid int) { r.queueSpawn(a, pid) })
+		ctx = activity.WithSpawnHook(ctx, func(p activity.Spawned) { r.queueSpawn(a, p) })
 	}
 	if a.HeartbeatTimeout > 0 {
 		ctx = activity.WithHeartbeatHook(ctx, func(details string) { r.beat(a, details) })

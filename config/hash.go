@@ -24,6 +24,9 @@ func (r *Resolved) Hash() string {
 	if b, ok := appendHTTP(buf[:0], r); ok {
 		return digest(b)
 	}
+	if b, ok := appendExec(buf[:0], r); ok {
+		return digest(b)
+	}
 	h := *r
 	if r.Exec != nil {
 		e := *r.Exec

@@ -1,7 +1,6 @@
 package executor
 
 import (
-	"slices"
 	"sync"
 
 	"github.com/wf-engine/wf/executor/core"
@@ -18,6 +17,15 @@ import (
 // attempts of the next steps waited for that as well as for their own
 // commit.
 //
+// It also writes the spawn records of exec attempts (submitSpawn), so
+// that a worker never waits for one: a record queued while a commit is in
+// flight goes into the next commit, with the steps queued meanwhile (no
+// write of its own), and one queued while the store is idle is written at
+// once without a sync (record), as soon as a RecordSpawn of its own would
+// have been. One writer keeps them in order: the record of attempt n of an
+// activity is queued before its result, so it is written no later than
+// that result's commit, and never after the record of attempt n+1.
+//
 // A failed commit does not end it: the mutations that could not be saved
 // are kept and committed again, ahead of the next steps' own, with the next
 // batch. Records are whole values applied in order, so a later batch that
@@ -26,8 +34,11 @@ import (
 // results of the attempts that finished meanwhile are not lost.
 type committer struct {
 	commit func([]record.Mutation) error
+	// record writes spawn records when no step is queued with them.
+	record func([]*record.Spawn) error
 	mu     sync.Mutex
 	queue  []core.Ready
+	spawns []*record.Spawn
 	notify chan struct{}
 	quit   chan struct{}
 	exited chan struct{}
@@ -42,9 +53,12 @@ type commitDone struct {
 	err   error
 }
 
-func newCommitter(commit func([]record.Mutation) error) *committer {
+// newCommitter returns a committer that commits with commit and writes
+// spawn records alone with record (nil when no spawn is ever submitted).
+func newCommitter(commit func([]record.Mutation) error, record func([]*record.Spawn) error) *committer {
 	return &committer{
 		commit: commit,
+		record: record,
 		notify: make(chan struct{}, 1),
 		quit:   make(chan struct{}),
 		exited: make(chan struct{}),
@@ -55,6 +69,18 @@ func newCommitter(commit func([]record.Mutation) error) *committer {
 func (c *committer) submit(r core.Ready) {
 	c.mu.Lock()
 	c.queue = append(c.queue, r)
+	c.mu.Unlock()
+	select {
+	case c.notify <- struct{}{}:
+	default:
+	}
+}
+
+// submitSpawn queues the spawn record of an exec attempt that has just
+// started.
+func (c *committer) submitSpawn(sp *record.Spawn) {
+	c.mu.Lock()
+	c.spawns = append(c.spawns, sp)
 	c.mu.Unlock()
 	select {
 	case c.notify <- struct{}{}:
@@ -73,31 +99,31 @@ func (c *committer) run() {
 		}
 		for {
 			c.mu.Lock()
-			steps := c.queue
-			c.queue = nil
+			steps, spawns := c.queue, c.spawns
+			c.queue, c.spawns = nil, nil
 			c.mu.Unlock()
-			if len(steps) == 0 {
+			if len(steps) == 0 && len(spawns) == 0 {
 				break
 			}
-			ms := unsaved
-			if len(steps) == 1 && len(ms) == 0 {
-				// Commit reads the mutations and keeps none of them.
-				ms = steps[0].Persist
-			} else {
-				n := len(ms)
-				for _, s := range steps {
-					n += len(s.Persist)
+			var err error
+			if len(steps) == 0 && len(unsaved) == 0 {
+				// Only spawn records: written, not synced, as a
+				// RecordSpawn is (the store is idle: this is its
+				// only writer), so the next commit does not wait
+				// for a sync of them.
+				if err = c.record(spawns); err != nil {
+					unsaved = spawnMutations(nil, spawns)
 				}
-				ms = slices.Grow(ms, n-len(ms))
-				for _, s := range steps {
-					ms = append(ms, s.Persist...)
+			} else {
+				ms := mergeSteps(unsaved, spawns, steps)
+				if err = c.commit(ms); err != nil {
+					unsaved = ms
+				} else {
+					unsaved = nil
 				}
 			}
-			err := c.commit(ms)
-			if err != nil {
-				unsaved = ms
-			} else {
-				unsaved = nil
+			if len(steps) == 0 && err == nil {
+				continue // nothing for the loop
 			}
 			c.mu.Lock()
 			c.finished = append(c.finished, commitDone{steps: steps, err: err})
@@ -113,6 +139,33 @@ func (c *committer) run() {
 			}
 		}
 	}
+}
+
+// mergeSteps returns unsaved, then the spawn records, then the steps'
+// mutations: one step's own when there is nothing else (Commit reads the
+// mutations and keeps none of them), otherwise a new slice.
+func mergeSteps(unsaved []record.Mutation, spawns []*record.Spawn, steps []core.Ready) []record.Mutation {
+	if len(steps) == 1 && len(unsaved) == 0 && len(spawns) == 0 {
+		return steps[0].Persist
+	}
+	n := len(unsaved) + len(spawns)
+	for _, s := range steps {
+		n += len(s.Persist)
+	}
+	ms := make([]record.Mutation, 0, n)
+	ms = append(ms, unsaved...)
+	ms = spawnMutations(ms, spawns)
+	for _, s := range steps {
+		ms = append(ms, s.Persist...)
+	}
+	return ms
+}
+
+func spawnMutations(ms []record.Mutation, spawns []*record.Spawn) []record.Mutation {
+	for _, sp := range spawns {
+		ms = append(ms, record.Mutation{Spawn: sp})
+	}
+	return ms
 }
 
 // take returns the commits finished since the last take, in order.

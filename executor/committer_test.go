@@ -19,6 +19,10 @@ func mut(name string) record.Mutation {
 func names(ms []record.Mutation) []string {
 	var out []string
 	for _, m := range ms {
+		if m.Spawn != nil {
+			out = append(out, "spawn:"+m.Spawn.Activity)
+			continue
+		}
 		out = append(out, m.Activity.Name)
 	}
 	return out
@@ -73,7 +77,7 @@ func TestCommitterDoesNotWaitForTheLoop(t *testing.T) {
 		started: make(chan struct{}),
 		release: make(chan struct{}),
 	}
-	c := newCommitter(s.commit)
+	c := newCommitter(s.commit, nil)
 	go c.run()
 	defer c.close()
 	step := func(n ...string) core.Ready {
@@ -115,5 +119,90 @@ func TestCommitterDoesNotWaitForTheLoop(t *testing.T) {
 	errs := []bool{got[0].err != nil, got[1].err != nil, got[2].err != nil}
 	if !slices.Equal(steps, []int{1, 2, 1}) || !slices.Equal(errs, []bool{false, true, false}) {
 		t.Errorf("results: steps per commit %v, errors %v; want [1 2 1], [false true false]", steps, errs)
+	}
+}
+
+// TestCommitterWritesSpawns: a spawn record queued while a commit is in
+// flight goes into the next commit, ahead of the steps queued with it; one
+// queued while the committer is idle is written alone with the record
+// function (not a synced commit), and only its failure reaches the loop,
+// the record then going first into the next commit.
+func TestCommitterWritesSpawns(t *testing.T) {
+	s := &scriptedCommits{started: make(chan struct{}), release: make(chan struct{})}
+	records := make(chan []string, 4)
+	recordErrs := []error{nil, errors.New("disk full")}
+	c := newCommitter(s.commit, func(sps []*record.Spawn) error {
+		var n []string
+		for _, sp := range sps {
+			n = append(n, sp.Activity)
+		}
+		err := recordErrs[0]
+		recordErrs = recordErrs[1:]
+		records <- n
+		return err
+	})
+	go c.run()
+	defer c.close()
+	step := func(n string) core.Ready { return core.Ready{Persist: []record.Mutation{mut(n)}} }
+	spawn := func(n string) *record.Spawn { return &record.Spawn{Activity: n} }
+	waitRecord := func() []string {
+		t.Helper()
+		select {
+		case n := <-records:
+			return n
+		case <-time.After(10 * time.Second):
+			t.Fatal("no spawn record written")
+			return nil
+		}
+	}
+	takeOne := func() commitDone {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			select {
+			case <-c.done:
+				if got := c.take(); len(got) > 0 {
+					if len(got) != 1 {
+						t.Fatalf("took %d results, want 1", len(got))
+					}
+					return got[0]
+				}
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		t.Fatal("no result")
+		return commitDone{}
+	}
+
+	c.submit(step("a"))
+	waitCommit(t, s) // commit 1: a, in flight
+	c.submitSpawn(spawn("x"))
+	c.submit(step("b"))
+	s.release <- struct{}{}
+	waitCommit(t, s) // commit 2: the record, then b
+	s.release <- struct{}{}
+	takeOne()
+	takeOne()
+
+	c.submitSpawn(spawn("y")) // idle: written alone
+	if n := waitRecord(); !slices.Equal(n, []string{"y"}) {
+		t.Fatalf("records written alone: %v, want [y]", n)
+	}
+	c.submitSpawn(spawn("z")) // written alone, and fails
+	if n := waitRecord(); !slices.Equal(n, []string{"z"}) {
+		t.Fatalf("records written alone: %v, want [z]", n)
+	}
+	if d := takeOne(); d.err == nil || len(d.steps) != 0 {
+		t.Fatalf("failed record reported as %+v, want an error and no steps", d)
+	}
+	c.submit(step("c"))
+	waitCommit(t, s) // commit 3: the failed record first
+	s.release <- struct{}{}
+	if d := takeOne(); d.err != nil || len(d.steps) != 1 {
+		t.Fatalf("commit 3 reported as %+v", d)
+	}
+	want := [][]string{{"a"}, {"spawn:x", "b"}, {"spawn:z", "c"}}
+	if got := s.callsSoFar(); !slices.EqualFunc(got, want, slices.Equal[[]string]) {
+		t.Fatalf("commits = %v, want %v", got, want)
 	}
 }

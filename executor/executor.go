@@ -66,6 +66,12 @@ type spawnStore interface {
 	Spawns(workflow, key string) (map[string]*record.Spawn, error)
 }
 
+// spawnBatcher is optionally implemented by a spawnStore (statefile
+// does): several spawn records in one write.
+type spawnBatcher interface {
+	RecordSpawns([]*record.Spawn) error
+}
+
 // AttemptRunner runs one attempt; *activity.Runner implements it.
 type AttemptRunner interface {
 	Run(ctx context.Context, req activity.Request) activity.Result
@@ -116,6 +122,9 @@ type Run struct {
 	done    chan struct{}
 	// spawns records exec spawns; nil when the Store cannot.
 	spawns spawnStore
+	// cm commits the core's steps and writes the spawn records (see
+	// committer); its goroutine runs from the loop's start to its end.
+	cm     *committer
 	procs  *proc.Table
 	bootID string
 
@@ -148,12 +157,11 @@ type beatKey struct {
 	number                       int
 }
 
-// attemptDone is a finished attempt as a worker hands it to the loop; err
-// is set when its spawn could not be recorded (the state cannot be
-// written: the run stops as on a failed commit).
+// attemptDone is a finished attempt as a worker hands it to the loop.
+// (A spawn that could not be recorded is reported by the committer, as a
+// failed commit.)
 type attemptDone struct {
 	res core.Result
-	err error
 }
 
 type commandKind int
@@ -295,6 +303,7 @@ func Start(ctx context.Context, opts Options) (*Run, error) {
 		beats:          map[beatKey]core.Heartbeat{},
 		beatC:          make(chan struct{}, 1),
 	}
+	r.cm = newCommitter(r.commit, r.recordSpawns)
 	if ss != nil {
 		// Without a boot id a spawn cannot be told from a reused PID
 		// later; it is recorded anyway for its environment scan.
@@ -404,7 +413,7 @@ func (r *Run) loop(ctx context.Context, first core.Ready) {
 	defer r.stopWorkers()
 	defer r.cancelAttempts()
 
-	cm := newCommitter(r.commit)
+	cm := r.cm
 	go cm.run()
 	defer cm.close()
 
@@ -417,7 +426,8 @@ func (r *Run) loop(ctx context.Context, first core.Ready) {
 		armed  time.Time
 		wake   = first.Wake
 		batch  []core.Result
-		// failed is the first commit or spawn-record error.
+		// failed is the first commit or spawn-record error (the
+		// committer reports both).
 		failed error
 	)
 	defer func() {
@@ -496,9 +506,6 @@ func (r *Run) loop(ctx context.Context, first core.Ready) {
 		for more := true; more; {
 			r.inflight--
 			batch = append(batch, d.res)
-			if d.err != nil {
-				fail(d.err)
-			}
 			select {
 			case d = <-r.results:
 			default:

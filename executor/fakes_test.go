@@ -233,7 +233,19 @@ func (s *memStore) Commit(ms []record.Mutation) error {
 		return errDiskFull
 	}
 	for _, m := range ms {
+		if m.Spawn != nil && s.failSpawns {
+			return errDiskFull
+		}
+	}
+	for _, m := range ms {
 		switch {
+		case m.Spawn != nil:
+			sp := *m.Spawn
+			addr := sp.Workflow + "/" + sp.Instance
+			if s.spawns[addr] == nil {
+				s.spawns[addr] = map[string]*record.Spawn{}
+			}
+			s.spawns[addr][sp.Activity] = &sp
 		case m.Activity != nil:
 			a := *m.Activity
 			addr := a.Workflow + "/" + a.Instance

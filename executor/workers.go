@@ -113,12 +113,8 @@ func reserveForkProcs(parallelism int) (release func()) {
 
 func (r *Run) runAttempt(a core.Attempt) attemptDone {
 	ctx := r.attemptCtx
-	// Only an exec attempt's hook sets it: a variable the hook captured
-	// would be allocated for every attempt, http ones too.
-	var spawned *error
 	if r.spawns != nil && a.Spec != nil && a.Spec.Exec != nil {
-		spawned = new(error)
-		ctx = activity.WithSpawnHook(ctx, func(pid int) { *spawned = r.recordSpawn(a, pid) })
+		ctx = activity.WithSpawnHook(ctx, func(p activity.Spawned) { r.queueSpawn(a, p) })
 	}
 	if a.HeartbeatTimeout > 0 {
 		ctx = activity.WithHeartbeatHook(ctx, func(details string) { r.beat(a, details) })
@@ -152,11 +148,7 @@ func (r *Run) runAttempt(a core.Attempt) attemptDone {
 		// an activity that reports the type itself failed on its own.
 		out.Interrupted = f.Type == activity.TypeInterrupted && r.attemptCtx.Err() != nil
 	}
-	var spawnErr error
-	if spawned != nil {
-		spawnErr = *spawned
-	}
-	return attemptDone{res: out, err: spawnErr}
+	return attemptDone{res: out}
 }
 
 // beat hands a heartbeat of a running attempt to the loop: only the latest

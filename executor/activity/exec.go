@@ -98,23 +98,23 @@ func (r *Runner) runExec(ctx context.Context, req Request) (any, *Failure, strin
 	// As exec.CommandContext's Start does, a context already done starts
 	// nothing. (One done just after this is seen by pipes.wait, which
 	// kills the group at once.)
-	start := func(path string) (pid, pidfd int, err error) {
+	start := func(path string) (sp Spawned, pidfd int, err error) {
 		if err := actx.Err(); err != nil {
-			return 0, -1, err
+			return Spawned{}, -1, err
 		}
 		if envErr != nil {
-			return 0, -1, envErr
+			return Spawned{}, -1, envErr
 		}
 		return startProcess(path, argv, env, spec.Dir, files.stdin.Fd(), uintptr(pipes.outW), uintptr(pipes.errW), withPidfd)
 	}
-	pid, pidfd, err := start(path)
+	spawned, pidfd, err := start(path)
 	if err != nil {
 		r.shared.forget(argv[0], pathEnv, spec.Dir)
 		// A cached program may have been removed or moved since it was
 		// looked up: look again, and try once more if it is elsewhere now.
 		if cached {
 			if fresh, _, lerr := r.shared.lookPath(argv[0], pathEnv, spec.Dir); lerr == nil && fresh != path {
-				pid, pidfd, err = start(fresh)
+				spawned, pidfd, err = start(fresh)
 			}
 		}
 		if err != nil {
@@ -131,9 +131,10 @@ func (r *Runner) runExec(ctx context.Context, req Request) (any, *Failure, strin
 	if pidfd >= 0 {
 		defer unix.Close(pidfd)
 	}
+	pid := spawned.PID
 	pipes.closeChildEnds()
 	if hook := spawnHook(ctx); hook != nil {
-		hook(pid)
+		hook(spawned)
 	}
 	var hb *heartbeatWatch
 	if heartbeatFile != "" {

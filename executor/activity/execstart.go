@@ -9,13 +9,14 @@ import (
 
 // startProcess forks and execs the attempt's process with stdin, stdout
 // and stderr on those fds, in its own process group, and returns its PID
-// and, when withPidfd, its pidfd (-1 if the kernel gave none).
+// and, when withPidfd, its pidfd (-1 if the kernel gave none), with
+// CLOCK_BOOTTIME read around the fork (Spawned).
 //
 // It calls syscall.ForkExec, not os/exec: an exec.Cmd and its os.Process
 // cost a pidfd duplicate, an os.File per pipe end (an fcntl and a cleanup
 // each) and their allocations on every attempt, for nothing that wait
 // (attemptPipes.wait) does not do itself. The error is os.StartProcess's.
-func startProcess(path string, argv, env []string, dir string, stdin, stdout, stderr uintptr, withPidfd bool) (pid, pidfd int, err error) {
+func startProcess(path string, argv, env []string, dir string, stdin, stdout, stderr uintptr, withPidfd bool) (sp Spawned, pidfd int, err error) {
 	pidfd = -1
 	// Pdeathsig: if wf dies (kill -9, a crash), the kernel kills the
 	// direct child at once rather than letting it run unsupervised. It
@@ -28,16 +29,18 @@ func startProcess(path string, argv, env []string, dir string, stdin, stdout, st
 	if withPidfd {
 		sys.PidFD = &pidfd
 	}
-	pid, err = syscall.ForkExec(path, argv, &syscall.ProcAttr{
+	sp.BootBefore = bootNow()
+	sp.PID, err = syscall.ForkExec(path, argv, &syscall.ProcAttr{
 		Dir:   dir,
 		Env:   env,
 		Files: []uintptr{stdin, stdout, stderr},
 		Sys:   sys,
 	})
+	sp.BootAfter = bootNow()
 	if err != nil {
-		return 0, -1, &os.PathError{Op: "fork/exec", Path: path, Err: err}
+		return Spawned{}, -1, &os.PathError{Op: "fork/exec", Path: path, Err: err}
 	}
-	return pid, pidfd, nil
+	return sp, pidfd, nil
 }
 
 // errEnvNUL is os/exec's error for an environment variable that holds a

@@ -38,7 +38,7 @@ func TestExecSetupDoesNotWaitForRunningAttempts(t *testing.T) {
 
 	started := make(chan struct{})
 	first := make(chan Result, 1)
-	ctx := WithSpawnHook(context.Background(), func(int) { close(started) })
+	ctx := WithSpawnHook(context.Background(), func(Spawned) { close(started) })
 	go func() { first <- r.Run(ctx, scriptReq(dir, `while [ ! -e gate ]; do sleep 0.02; done`)) }()
 	<-started
 	close(resume)

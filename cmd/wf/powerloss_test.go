@@ -13,7 +13,11 @@ import (
 )
 
 // Two activities that hang on their first run only (a marker file says
-// it ran), each writing its pid so that the test can end it.
+// it ran), each writing its pid so that the test can end it. "two" starts
+// half a second after "one" (behind a durable sleep): by then one's spawn
+// record has been written alone, unsynced (the store was idle), and two's
+// start is the synced commit that follows it. Started together, both
+// spawn records would go into one write with nothing after it.
 const powerLossHCL = `
 workflow "pl" {
   key = "p-1"
@@ -22,10 +26,16 @@ workflow "pl" {
       command = ["sh", "-c", "test -e ran.one && exit 0; touch ran.one; echo $$ > pid.one; exec sleep 60"]
     }
   }
+  activity "gate" {
+    sleep {
+      duration = "500ms"
+    }
+  }
   activity "two" {
     exec {
       command = ["sh", "-c", "test -e ran.two && exit 0; touch ran.two; echo $$ > pid.two; exec sleep 60"]
     }
+    depends_on = [activity.gate]
   }
 }
 `
@@ -118,7 +128,7 @@ func TestPowerLossAfterSpawnReopens(t *testing.T) {
 		t.Fatalf("apply after the power loss: exit %d\n%s%s", o.code, o.stdout, o.stderr)
 	}
 	list := runStateWF(t, nil, "state", "list", dir)
-	if !strings.Contains(list.stdout, "pl/p-1  2 activities: 2 succeeded") {
+	if !strings.Contains(list.stdout, "pl/p-1  3 activities: 3 succeeded") {
 		t.Fatalf("the workflow did not finish after the repair:\n%s%s", list.stdout, list.stderr)
 	}
 	if chk := runStateWF(t, nil, "state", "check", dir); chk.code != 0 || strings.Contains(chk.stdout, "cut short") {

@@ -27,6 +27,13 @@ func (r *Resolved) Hash() string {
 	if b, ok := appendExec(buf[:0], r); ok {
 		return digest(b)
 	}
+	return digest(marshalResolved(r))
+}
+
+// marshalResolved is the encoding Hash digests, through reflection: the
+// definition of every stored record rests on these bytes, which
+// appendHTTP and appendExec reproduce by hand for their kinds.
+func marshalResolved(r *Resolved) []byte {
 	h := *r
 	if r.Exec != nil {
 		e := *r.Exec
@@ -42,7 +49,7 @@ func (r *Resolved) Hash() string {
 		// Resolved holds only strings, ints, bools and maps of strings.
 		panic("config: marshal resolved activity: " + err.Error())
 	}
-	return digest(b)
+	return b
 }
 
 // Matches reports whether a definition hash stored in state is this

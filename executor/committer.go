@@ -70,10 +70,7 @@ func (c *committer) submit(r core.Ready) {
 	c.mu.Lock()
 	c.queue = append(c.queue, r)
 	c.mu.Unlock()
-	select {
-	case c.notify <- struct{}{}:
-	default:
-	}
+	c.poke()
 }
 
 // submitSpawn queues the spawn record of an exec attempt that has just
@@ -82,6 +79,12 @@ func (c *committer) submitSpawn(sp *record.Spawn) {
 	c.mu.Lock()
 	c.spawns = append(c.spawns, sp)
 	c.mu.Unlock()
+	c.poke()
+}
+
+// poke wakes the committer's goroutine unless a wake-up is already
+// pending (it takes everything queued when it runs).
+func (c *committer) poke() {
 	select {
 	case c.notify <- struct{}{}:
 	default:

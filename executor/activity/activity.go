@@ -177,6 +177,9 @@ type Runner struct {
 	maxOutput int64
 	tempDir   string
 	baseEnv   []string
+	// baseNames are baseEnv's names when it needs no dedupEnv of its
+	// own (baseEnvNames), nil otherwise.
+	baseNames map[string]struct{}
 	waitDelay time.Duration
 	// clients are indexed by [insecure_skip_verify][don't follow
 	// redirects]; built once so connections are reused across attempts.
@@ -205,6 +208,7 @@ func NewRunner(opts Options) *Runner {
 	if r.baseEnv == nil {
 		r.baseEnv = os.Environ()
 	}
+	r.baseNames = baseEnvNames(r.baseEnv)
 	if r.waitDelay <= 0 {
 		r.waitDelay = DefaultWaitDelay
 	}

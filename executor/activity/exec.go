@@ -93,7 +93,7 @@ func (r *Runner) runExec(ctx context.Context, req Request) (any, *Failure, strin
 	defer pipes.close()
 	// One entry per name, the last, as os/exec passed it (a NUL
 	// fails the start, as there).
-	env, envErr := dedupEnv(env)
+	env, envErr := dedupEnvAfter(env, len(r.baseEnv), r.baseNames)
 	withPidfd := usePidfd()
 	// As exec.CommandContext's Start does, a context already done starts
 	// nothing. (One done just after this is seen by pipes.wait, which

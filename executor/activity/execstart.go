@@ -98,6 +98,59 @@ func dedupEnv(env []string) ([]string, error) {
 	return out, nil
 }
 
+// baseEnvNames is the set of names of a base environment that dedupEnv
+// would pass as is (every name once, no NUL, no empty entry), or nil when
+// it would not: built once per Runner so that an attempt checks only what
+// it appends to the base (dedupEnvAfter) instead of building a map of
+// the whole environment, a few KiB, every time.
+func baseEnvNames(base []string) map[string]struct{} {
+	if out, err := dedupEnv(base); err != nil || len(out) != len(base) {
+		return nil
+	}
+	names := make(map[string]struct{}, len(base))
+	for _, kv := range base {
+		if k, ok := envKey(kv); ok {
+			if _, dup := names[k]; dup {
+				return nil
+			}
+			names[k] = struct{}{}
+		}
+	}
+	return names
+}
+
+// maxEnvTail bounds the appended entries dedupEnvAfter compares pairwise.
+const maxEnvTail = 32
+
+// dedupEnvAfter is dedupEnv(env) for an env whose first n entries are a
+// base whose names are baseNames (baseEnvNames): when no appended entry
+// holds a NUL, is empty, or repeats a name of the base or of another
+// appended entry, env is returned as is, and otherwise dedupEnv decides.
+func dedupEnvAfter(env []string, n int, baseNames map[string]struct{}) ([]string, error) {
+	tail := env[n:]
+	if baseNames == nil || len(tail) > maxEnvTail {
+		return dedupEnv(env)
+	}
+	for i, kv := range tail {
+		if kv == "" || strings.IndexByte(kv, 0) >= 0 {
+			return dedupEnv(env)
+		}
+		k, ok := envKey(kv)
+		if !ok {
+			continue
+		}
+		if _, dup := baseNames[k]; dup {
+			return dedupEnv(env)
+		}
+		for _, prev := range tail[:i] {
+			if pk, ok := envKey(prev); ok && pk == k {
+				return dedupEnv(env)
+			}
+		}
+	}
+	return env, nil
+}
+
 // envKey is the name of a NAME=value entry; a leading "=" is part of the
 // name, as os/exec has it.
 func envKey(kv string) (string, bool) {

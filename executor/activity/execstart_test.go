@@ -58,3 +58,44 @@ func TestExecEnvNULFailsStart(t *testing.T) {
 		t.Errorf("the process ran: %v", err)
 	}
 }
+
+// dedupEnvAfter, which checks only what an attempt appends to a base
+// environment checked once, passes what dedupEnv passes, for every base
+// and appended part.
+func TestDedupEnvAfterAgrees(t *testing.T) {
+	bases := [][]string{
+		nil,
+		{"A=1", "B=2", "PATH=/bin"},
+		{"A=1", "A=2"},     // a base with a repeated name: no shortcut
+		{"odd", "A=1"},     // an entry without "=" is kept as is
+		{"", "A=1"},        // an empty entry is dropped: no shortcut
+		{"=C:=x", "C:=z"},  // a leading "=" is part of the name
+		{"A=1", "N=x\x00"}, // a NUL in the base still fails the start
+	}
+	tails := [][]string{
+		nil,
+		{"X=1"},
+		{"X=1", "Y=2", "X=3"},
+		{"A=9"},
+		{"PATH=/usr/bin", "WF_ATTEMPT=1"},
+		{""},
+		{"odd", "odd"},
+		{"=C:=y"},
+		{"X=a\x00b"},
+		slices.Repeat([]string{"Z=1"}, maxEnvTail+1),
+	}
+	for _, base := range bases {
+		names := baseEnvNames(base)
+		for _, tail := range tails {
+			env := append(slices.Clone(base), tail...)
+			want, wantErr := dedupEnv(slices.Clone(env))
+			got, err := dedupEnvAfter(slices.Clone(env), len(base), names)
+			if !errors.Is(err, wantErr) || (err == nil) != (wantErr == nil) || !slices.Equal(got, want) {
+				t.Errorf("base %q + %q: dedupEnvAfter = %q, %v; dedupEnv = %q, %v", base, tail, got, err, want, wantErr)
+			}
+		}
+	}
+	if baseEnvNames([]string{"A=1", "A=2"}) != nil || baseEnvNames([]string{"A=1", "B=x\x00"}) != nil {
+		t.Error("a base that dedupEnv would change has names")
+	}
+}

@@ -352,7 +352,7 @@ type timedStore struct {
 	// spans, when not nil, gets every commit's start, duration and size.
 	spans *[]commitSpan
 	// spawnNanos sums the time the spawn records written on their own
-	// (RecordSpawn, RecordSpawns) took.
+	// (RecordSpawns) took.
 	spawnNanos atomic.Int64
 	// first sums the first commit of each run (use starts a run): the
 	// plan's records and the first attempts, all in one transaction.
@@ -382,7 +382,6 @@ func (s *timedStore) run() Store {
 // wholeStore is what *statefile.Store offers beyond Store.
 type wholeStore interface {
 	spawnStore
-	spawnBatcher
 	identified
 	instanceReader
 	attemptReader
@@ -394,13 +393,6 @@ var _ wholeStore = (*statefile.Store)(nil)
 type timedWholeStore struct {
 	*timedStore
 	whole wholeStore
-}
-
-func (s *timedWholeStore) RecordSpawn(sp *record.Spawn) error {
-	t := time.Now()
-	err := s.whole.RecordSpawn(sp)
-	s.spawnNanos.Add(int64(time.Since(t)))
-	return err
 }
 
 func (s *timedWholeStore) RecordSpawns(sps []*record.Spawn) error {

@@ -62,14 +62,10 @@ type breakerReader interface {
 // started, so that a later run can end an attempt a crashed engine left
 // running (see supervise.go).
 type spawnStore interface {
-	RecordSpawn(*record.Spawn) error
-	Spawns(workflow, key string) (map[string]*record.Spawn, error)
-}
-
-// spawnBatcher is optionally implemented by a spawnStore (statefile
-// does): several spawn records in one write.
-type spawnBatcher interface {
+	// RecordSpawns writes the records in one write, without a sync (the
+	// committer hands it those no commit carries).
 	RecordSpawns([]*record.Spawn) error
+	Spawns(workflow, key string) (map[string]*record.Spawn, error)
 }
 
 // AttemptRunner runs one attempt; *activity.Runner implements it.

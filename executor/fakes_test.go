@@ -135,7 +135,7 @@ type memStore struct {
 	failAt   int // fail the commit with this 1-based number; 0 never
 	// failFrom fails every commit from this 1-based number on; 0 never.
 	failFrom int
-	// failSpawns fails RecordSpawn.
+	// failSpawns fails RecordSpawns.
 	failSpawns bool
 }
 
@@ -175,18 +175,20 @@ func (s *memStore) Attempts(workflow, key, activity string) ([]*record.Attempt, 
 	return out, nil
 }
 
-func (s *memStore) RecordSpawn(sp *record.Spawn) error {
+func (s *memStore) RecordSpawns(sps []*record.Spawn) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.failSpawns {
 		return errDiskFull
 	}
-	addr := sp.Workflow + "/" + sp.Instance
-	if s.spawns[addr] == nil {
-		s.spawns[addr] = map[string]*record.Spawn{}
+	for _, sp := range sps {
+		addr := sp.Workflow + "/" + sp.Instance
+		if s.spawns[addr] == nil {
+			s.spawns[addr] = map[string]*record.Spawn{}
+		}
+		cp := *sp
+		s.spawns[addr][sp.Activity] = &cp
 	}
-	cp := *sp
-	s.spawns[addr][sp.Activity] = &cp
 	return nil
 }
 

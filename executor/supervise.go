@@ -13,8 +13,9 @@ import (
 // No attempt outlives the engine unsupervised (SPEC §4.1). Every exec
 // attempt starts with Pdeathsig SIGKILL in its own process group, and its
 // group is queued for the state (queueSpawn) as soon as it has started,
-// before wf waits for it, and written with the next commit. If wf dies anyway, the next run finds the attempt recorded
-// running and, before the core records anything (endOrphans):
+// before wf waits for it, and written with the next commit. If wf dies
+// anyway, the next run finds the attempt recorded running and, before the
+// core records anything (endOrphans):
 //
 //   - kills the recorded process group if its leader is still the recorded
 //     process (same boot id, same start time in /proc/PID/stat), so that a
@@ -34,8 +35,8 @@ import (
 // started. It runs on the attempt's worker before the process is waited
 // for, and takes the process's start time there (from the clock read
 // around the fork, or /proc): once the process is reaped its PID may name
-// another one. The record is written by the
-// committer (submitSpawn) rather than here: a write of its own queued
+// another one. The record is written by the committer (submitSpawn)
+// rather than here: a write of its own queued
 // behind the fdatasync of the commit in flight, and the worker waited
 // 1.5-2.6 ms for it (median of BenchmarkExecTrue1000), longer than `true`
 // lives. It reaches the log as soon as it did then: with the next commit,
@@ -61,17 +62,7 @@ func (r *Run) queueSpawn(a core.Attempt, p activity.Spawned) {
 // recordSpawns writes spawn records that no commit carries (the
 // committer's record function).
 func (r *Run) recordSpawns(sps []*record.Spawn) error {
-	var err error
-	if b, ok := r.spawns.(spawnBatcher); ok {
-		err = b.RecordSpawns(sps)
-	} else {
-		for _, sp := range sps {
-			if err = r.spawns.RecordSpawn(sp); err != nil {
-				break
-			}
-		}
-	}
-	if err != nil {
+	if err := r.spawns.RecordSpawns(sps); err != nil {
 		sp := sps[0]
 		more := ""
 		if len(sps) > 1 {

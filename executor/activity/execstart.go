@@ -104,15 +104,14 @@ func dedupEnv(env []string) ([]string, error) {
 // it appends to the base (dedupEnvAfter) instead of building a map of
 // the whole environment, a few KiB, every time.
 func baseEnvNames(base []string) map[string]struct{} {
+	// dedupEnv keeps every entry only when no name repeats and none is
+	// empty.
 	if out, err := dedupEnv(base); err != nil || len(out) != len(base) {
 		return nil
 	}
 	names := make(map[string]struct{}, len(base))
 	for _, kv := range base {
 		if k, ok := envKey(kv); ok {
-			if _, dup := names[k]; dup {
-				return nil
-			}
 			names[k] = struct{}{}
 		}
 	}

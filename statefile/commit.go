@@ -323,13 +323,19 @@ type txnWriter struct {
 	slab []badger.Entry
 }
 
+// entrySlab is the most entries allocated at once: 64 of 96 bytes, a
+// size class of its own.
+const entrySlab = 64
+
 // entry is badger.NewEntry(key, val) from the slab. A transaction keeps
 // the entries it was given until it commits or is discarded, and no entry
 // is handed to two of them (a retry in split mode hands the same entry,
 // refused, to the next transaction), so the slab is never reused.
 func (w *txnWriter) entry(key, val []byte) *badger.Entry {
 	if len(w.slab) == 0 {
-		w.slab = make([]badger.Entry, max(w.sets, 1))
+		// In chunks of at most entrySlab: an apply of many records would
+		// otherwise be one large allocation, zeroed at once.
+		w.slab = make([]badger.Entry, min(max(w.sets, 1), entrySlab))
 	}
 	e := &w.slab[0]
 	w.slab = w.slab[1:]

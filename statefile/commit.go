@@ -76,7 +76,24 @@ func (s *Store) Commit(muts []record.Mutation) error {
 }
 
 func (s *Store) commitOps(ops []op, sync bool) error {
-	req := &commitReq{ops: ops, sync: sync, wake: make(chan bool, 1)}
+	// A request and its channel are reused: nothing refers to them once
+	// the call returns (the leader's last touch is the wake-up send, and
+	// the applier holds the ops, not the request), and they were two of
+	// the allocations of every Commit.
+	req, _ := s.reqs.Get().(*commitReq)
+	if req == nil {
+		req = &commitReq{wake: make(chan bool, 1)}
+	}
+	req.ops, req.sync, req.err = ops, sync, nil
+	err := s.commitReq(req)
+	req.ops = nil
+	s.reqs.Put(req)
+	return err
+}
+
+// commitReq queues req and returns once it is written (as the leader of
+// its batch, or woken by it).
+func (s *Store) commitReq(req *commitReq) error {
 	s.mu.Lock()
 	s.pending = append(s.pending, req)
 	if s.lingerDone != nil && len(s.pending) >= s.lingerTarget {
@@ -99,7 +116,9 @@ func (s *Store) commitOps(ops []op, sync bool) error {
 	// Leader: take everything queued (req among it).
 	s.writing = true
 	batch := s.pending
-	s.pending = nil
+	// Room for a crowd like this one: appending from nil grew the queue
+	// six or seven times per batch.
+	s.pending = make([]*commitReq, 0, len(batch))
 	s.lastBatch = len(batch)
 	s.mu.Unlock()
 
@@ -240,8 +259,16 @@ func (s *Store) write(groups [][]op) (err error) {
 			err = fmt.Errorf("state database panicked: %v", r)
 		}
 	}()
+	sets := 0
+	for _, g := range groups {
+		for _, o := range g {
+			if o.kind == opSet {
+				sets++
+			}
+		}
+	}
 	for len(groups) > 0 {
-		w := &txnWriter{db: s.db, txn: s.db.NewTransaction(true)}
+		w := &txnWriter{db: s.db, txn: s.db.NewTransaction(true), sets: sets}
 		fit := 0
 		for _, g := range groups {
 			if err = w.apply(g); err != nil {
@@ -257,7 +284,7 @@ func (s *Store) write(groups [][]op) (err error) {
 			return err
 		}
 		if fit == 0 {
-			w = &txnWriter{db: s.db, txn: s.db.NewTransaction(true), split: true}
+			w = &txnWriter{db: s.db, txn: s.db.NewTransaction(true), split: true, sets: sets}
 			if err := w.apply(groups[0]); err != nil {
 				w.txn.Discard()
 				return err
@@ -268,7 +295,7 @@ func (s *Store) write(groups [][]op) (err error) {
 			groups = groups[1:]
 			continue
 		}
-		w = &txnWriter{db: s.db, txn: s.db.NewTransaction(true)}
+		w = &txnWriter{db: s.db, txn: s.db.NewTransaction(true), sets: sets}
 		for _, g := range groups[:fit] {
 			if err := w.apply(g); err != nil {
 				w.txn.Discard()
@@ -289,6 +316,31 @@ type txnWriter struct {
 	db    *badger.DB
 	txn   *badger.Txn
 	split bool
+	// sets is how many entries to allocate at once, slab what is left of
+	// them: txn.Set allocates one Entry per key, the largest count of
+	// small allocations in an apply.
+	sets int
+	slab []badger.Entry
+}
+
+// entrySlab is the most entries allocated at once: 64 of 96 bytes, a
+// size class of its own.
+const entrySlab = 64
+
+// entry is badger.NewEntry(key, val) from the slab. A transaction keeps
+// the entries it was given until it commits or is discarded, and no entry
+// is handed to two of them (a retry in split mode hands the same entry,
+// refused, to the next transaction), so the slab is never reused.
+func (w *txnWriter) entry(key, val []byte) *badger.Entry {
+	if len(w.slab) == 0 {
+		// In chunks of at most entrySlab: an apply of many records would
+		// otherwise be one large allocation, zeroed at once.
+		w.slab = make([]badger.Entry, min(max(w.sets, 1), entrySlab))
+	}
+	e := &w.slab[0]
+	w.slab = w.slab[1:]
+	e.Key, e.Value = key, val
+	return e
 }
 
 func (w *txnWriter) do(f func(*badger.Txn) error) error {
@@ -315,7 +367,8 @@ func (w *txnWriter) apply(ops []op) error {
 		var err error
 		switch o.kind {
 		case opSet:
-			err = w.do(func(txn *badger.Txn) error { return txn.Set(o.key, o.val) })
+			e := w.entry(o.key, o.val)
+			err = w.do(func(txn *badger.Txn) error { return txn.SetEntry(e) })
 		case opDelete:
 			err = w.do(func(txn *badger.Txn) error { return txn.Delete(o.key) })
 		case opDeletePrefix:
@@ -378,11 +431,16 @@ func appendMutation(ops []op, m record.Mutation) ([]op, error) {
 		return append(ops, op{kind: opSet, key: instanceKey(m.Instance.Workflow, m.Instance.Key), val: v}), nil
 	case m.Activity != nil:
 		a := m.Activity
-		v, err := record.Encode(a)
+		// Key and value in one allocation (they live and die together:
+		// the log copies both, the apply hands both to Badger, which
+		// copies them too).
+		b := appendActivityKey(make([]byte, 0, activityKeyCap(a.Workflow, a.Instance, a.Name)+record.ActivitySize(a)), a.Workflow, a.Instance, a.Name)
+		k := len(b)
+		b, err := record.AppendActivity(b, a)
 		if err != nil {
 			return nil, err
 		}
-		ops = append(ops, op{kind: opSet, key: activityKey(a.Workflow, a.Instance, a.Name), val: v})
+		ops = append(ops, op{kind: opSet, key: b[:k:k], val: b[k:]})
 		// The timer index is written blind (no read of the old record), so
 		// an activity write costs no lookup.
 		switch {
@@ -397,11 +455,14 @@ func appendMutation(ops []op, m record.Mutation) ([]op, error) {
 		return append(ops, op{kind: opDelete, key: timerKey(a.Workflow, a.Instance, a.Name)}), nil
 	case m.Attempt != nil:
 		a := m.Attempt
-		v, err := record.Encode(a)
+		// One allocation, as for an activity.
+		b := appendAttemptKey(make([]byte, 0, attemptKeyCap(a.Workflow, a.Instance, a.Activity)+record.AttemptSize(a)), a.Workflow, a.Instance, a.Activity, a.Generation, a.Number)
+		k := len(b)
+		b, err := record.AppendAttempt(b, a)
 		if err != nil {
 			return nil, err
 		}
-		return append(ops, op{kind: opSet, key: attemptKey(a.Workflow, a.Instance, a.Activity, a.Generation, a.Number), val: v}), nil
+		return append(ops, op{kind: opSet, key: b[:k:k], val: b[k:]}), nil
 	case m.Budget != nil:
 		v, err := record.Encode(m.Budget)
 		if err != nil {

@@ -109,7 +109,13 @@ func activityKey(workflow, key, activity string) []byte {
 // timers, spawns), in one allocation of its size: an activity is written
 // with its timer key on every step of an attempt.
 func activityTableKey(table byte, workflow, key, activity string) []byte {
-	return appendActivityTableKey(make([]byte, 0, 1+len(workflow)+len(key)+len(activity)+6), table, workflow, key, activity)
+	return appendActivityTableKey(make([]byte, 0, activityKeyCap(workflow, key, activity)), table, workflow, key, activity)
+}
+
+// activityKeyCap is the length of an activity's key in any table, unless
+// a name holds a NUL (each then takes one byte more).
+func activityKeyCap(workflow, key, activity string) int {
+	return 1 + len(workflow) + len(key) + len(activity) + 6
 }
 
 // appendActivityKey appends activityKey(workflow, key, activity) to b.
@@ -144,7 +150,17 @@ func appendAttemptPrefix(b []byte, workflow, key, activity string) []byte {
 func attemptKey(workflow, key, activity string, generation, number int) []byte {
 	// Sized for the whole key (written on every attempt): growing the
 	// prefix's slice would copy it once more.
-	b := appendAttemptPrefix(make([]byte, 0, 1+len(workflow)+len(key)+len(activity)+6+16), workflow, key, activity)
+	return appendAttemptKey(make([]byte, 0, attemptKeyCap(workflow, key, activity)), workflow, key, activity, generation, number)
+}
+
+// attemptKeyCap is the length of an attempt's key, unless a name holds a
+// NUL.
+func attemptKeyCap(workflow, key, activity string) int {
+	return activityKeyCap(workflow, key, activity) + 16
+}
+
+func appendAttemptKey(b []byte, workflow, key, activity string, generation, number int) []byte {
+	b = appendAttemptPrefix(b, workflow, key, activity)
 	b = appendUint(b, generation)
 	return appendUint(b, number)
 }

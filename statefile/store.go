@@ -101,9 +101,10 @@ type Store struct {
 	closeMu sync.RWMutex
 	closed  bool
 
-	// Group commit: see Commit.
+	// Group commit: see Commit. reqs holds spare requests (commitOps).
 	mu      sync.Mutex
 	pending []*commitReq
+	reqs    sync.Pool
 	writing bool
 	// lingerDone, when set, is closed once lingerTarget callers queue.
 	lingerDone   chan struct{}

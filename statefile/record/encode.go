@@ -144,16 +144,6 @@ func appendAttempt(b []byte, r *Attempt) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-// appendJSONTime appends t as json.Marshal writes a time.Time.
-func appendJSONTime(b []byte, t time.Time) ([]byte, error) {
-	b = append(b, '"')
-	b, err := t.AppendText(b)
-	if err != nil {
-		return b, err
-	}
-	return append(b, '"'), nil
-}
-
 // appendOutput writes an attempt's captured output as json.Marshal does
 // (each field omitted when empty).
 func appendOutput(b []byte, o *Output) []byte {

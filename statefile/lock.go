@@ -23,6 +23,11 @@ type LockedError struct {
 	PID     int
 	Since   time.Time
 	Command string
+	// Exited is set when the holder the lock file names is no longer
+	// running, yet the lock stayed held through exitedHolderGrace: a
+	// process it started (or one that has not written its details yet)
+	// has the lock's open file.
+	Exited bool
 }
 
 func (e *LockedError) Error() string {
@@ -42,8 +47,21 @@ func (e *LockedError) Error() string {
 	if len(details) > 0 {
 		fmt.Fprintf(&who, " (%s)", strings.Join(details, ", "))
 	}
+	if e.Exited {
+		return fmt.Sprintf("state is locked by another process: another wf is using %s (the lock file names %s, which is no longer running: a process it started may still hold the lock, or a new holder has not written its details yet)", e.Path, who.String())
+	}
 	return fmt.Sprintf("state is locked by %s: another wf is using %s", who.String(), e.Path)
 }
+
+// exitedHolderGrace is how long a lock is waited for, whatever the
+// timeout, when the holder the lock file names has exited. Its lock then
+// outlives it only in a child caught between fork and exec when the
+// holder was killed (the child shares the lock's open file until its
+// exec closes it, close-on-exec): milliseconds, longer on a loaded
+// machine. Without the wait, `kill -9` of an apply that was starting an
+// exec activity made the next `wf apply` fail on a lock nobody holds a
+// moment later: an engine failure that would be the user's.
+const exitedHolderGrace = 3 * time.Second
 
 // lockFile is the held flock on wf.lock. flock locks belong to the open file
 // description, so a second Open in the same process conflicts too, and the
@@ -83,7 +101,8 @@ func acquireLock(dir string, exclusive bool, timeout time.Duration) (*lockFile, 
 	if exclusive {
 		how = syscall.LOCK_EX
 	}
-	deadline := time.Now().Add(timeout)
+	start := time.Now()
+	deadline := start.Add(timeout)
 	wait := 10 * time.Millisecond
 	for {
 		err = flock(f, how|syscall.LOCK_NB)
@@ -96,12 +115,30 @@ func acquireLock(dir string, exclusive bool, timeout time.Duration) (*lockFile, 
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
-			break
+			// Past the caller's timeout: only a holder that has
+			// exited is waited for, and only through the grace (the
+			// lock file is read again at every turn, so a new holder
+			// that writes its details ends the wait at once).
+			le := readHolder(dir, path)
+			if le.PID <= 0 || processRunning(le.PID) {
+				f.Close()
+				return nil, le
+			}
+			if left = time.Until(start.Add(exitedHolderGrace)); left <= 0 {
+				f.Close()
+				le.Exited = true
+				return nil, le
+			}
+			wait = min(wait, 20*time.Millisecond)
 		}
 		time.Sleep(min(wait, left))
 		wait = min(2*wait, 250*time.Millisecond)
 	}
-	f.Close()
+}
+
+// readHolder is the LockedError for dir, with the holder's details from
+// the lock file when it has written them.
+func readHolder(dir, path string) *LockedError {
 	le := &LockedError{Path: dir}
 	if g, err := openNoFollow(path, os.O_RDONLY, 0); err == nil {
 		if data, err := io.ReadAll(io.LimitReader(g, 4096)); err == nil {
@@ -109,7 +146,29 @@ func acquireLock(dir string, exclusive bool, timeout time.Duration) (*lockFile, 
 		}
 		g.Close()
 	}
-	return nil, le
+	return le
+}
+
+// processRunning reports whether pid is a live process: not one that
+// does not exist, and not a zombie (a killed holder its parent has not
+// reaped yet, whose files the kernel has already closed). A process of
+// another user counts as running; so does an unrelated process that was
+// given the PID again, which only makes the caller fail at once, as it
+// did before the grace existed.
+func processRunning(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return false
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true // no /proc: kill(2) said it exists
+	}
+	// The state follows the command name, which is in parentheses and
+	// may itself hold ") ".
+	if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) {
+		return stat[i+2] != 'Z'
+	}
+	return true
 }
 
 // writeInfo records the holder (a writer, once it has checked the state)

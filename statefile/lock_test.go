@@ -148,6 +148,8 @@ func TestLockedErrorMessage(t *testing.T) {
 			"state is locked by PID 7: another wf is using /x/.wf"},
 		{LockedError{Path: "/x/.wf"},
 			"state is locked by another process: another wf is using /x/.wf"},
+		{LockedError{Path: "/x/.wf", PID: 7, Command: "wf apply", Exited: true},
+			"state is locked by another process: another wf is using /x/.wf (the lock file names PID 7 (wf apply), which is no longer running: a process it started may still hold the lock, or a new holder has not written its details yet)"},
 	}
 	for _, tt := range tests {
 		if got := tt.err.Error(); got != tt.want {
@@ -306,4 +308,127 @@ func makeStore(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	closeT(t, s)
+}
+
+// deadPID is the PID of a process that has exited and been reaped.
+func deadPID(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd.Process.Pid
+}
+
+// TestLockOfAnExitedHolder: a lock whose named holder is no longer running
+// is waited for through exitedHolderGrace, whatever the timeout, because it
+// is held only by what the holder left behind (a child between fork and
+// exec when the holder was killed: the test's own flock stands in for it);
+// a running holder still fails the caller at once.
+func TestLockOfAnExitedHolder(t *testing.T) {
+	tests := []struct {
+		name string
+		pid  func(t *testing.T) int
+		// after the test's flock is taken: what happens to the lock
+		// file and the flock while Open waits.
+		meanwhile  func(path string, held *os.File)
+		wantOpen   bool
+		wantExited bool
+		max        time.Duration // the longest Open may take
+	}{
+		{"exited holder, lock released soon", deadPID, func(_ string, held *os.File) {
+			time.Sleep(200 * time.Millisecond)
+			_ = syscall.Flock(int(held.Fd()), syscall.LOCK_UN)
+		}, true, false, exitedHolderGrace},
+		{"exited holder, lock never released", deadPID, nil, false, true, exitedHolderGrace + 10*time.Second},
+		{"running holder", func(*testing.T) int { return os.Getpid() }, nil, false, false, exitedHolderGrace / 2},
+		{"exited holder, a new one writes its details", deadPID, func(path string, _ *os.File) {
+			time.Sleep(100 * time.Millisecond)
+			_ = os.WriteFile(path, fmt.Appendf(nil, "pid %d\ncommand wf apply\n", os.Getpid()), 0o600)
+		}, false, false, exitedHolderGrace / 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dir := filepath.Join(t.TempDir(), ".wf")
+			closeT(t, openT(t, dir))
+			path := filepath.Join(dir, lockName)
+			pid := tt.pid(t)
+			if err := os.WriteFile(path, fmt.Appendf(nil, "pid %d\nstarted %s\ncommand wf apply\n", pid, time.Now().Format(time.RFC3339)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			held, err := os.OpenFile(path, os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer held.Close()
+			if err := syscall.Flock(int(held.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+				t.Fatal(err)
+			}
+			if tt.meanwhile != nil {
+				go tt.meanwhile(path, held)
+			}
+			start := time.Now()
+			s, err := Open(dir, Options{})
+			took := time.Since(start)
+			if took > tt.max {
+				t.Errorf("Open took %v, want at most %v", took, tt.max)
+			}
+			if tt.wantOpen {
+				if err != nil {
+					t.Fatalf("Open after the lock was released: %v", err)
+				}
+				closeT(t, s)
+				return
+			}
+			var le *LockedError
+			if !errors.As(err, &le) {
+				t.Fatalf("Open: %v, want a LockedError", err)
+			}
+			if le.Exited != tt.wantExited {
+				t.Errorf("Exited = %v, want %v (%v)", le.Exited, tt.wantExited, err)
+			}
+			if tt.wantExited {
+				if took < exitedHolderGrace {
+					t.Errorf("gave up after %v, before the grace of %v", took, exitedHolderGrace)
+				}
+				if want := fmt.Sprintf("names PID %d (wf apply, since", pid); !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "no longer running") {
+					t.Errorf("message %q: want it to say that PID %d is no longer running", err, pid)
+				}
+			} else if le.PID != os.Getpid() {
+				t.Errorf("LockedError names PID %d, want the running holder %d", le.PID, os.Getpid())
+			}
+		})
+	}
+}
+
+func TestProcessRunning(t *testing.T) {
+	if !processRunning(os.Getpid()) {
+		t.Error("this process is not running")
+	}
+	if pid := deadPID(t); processRunning(pid) {
+		t.Errorf("reaped PID %d is running", pid)
+	}
+	// A zombie: exited, not yet reaped.
+	cmd := exec.Command("true")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	stat := fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		b, err := os.ReadFile(stat)
+		if err != nil {
+			t.Fatalf("read %s: %v", stat, err)
+		}
+		if i := strings.LastIndexByte(string(b), ')'); i >= 0 && strings.HasPrefix(string(b[i:]), ") Z") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("child never became a zombie: %s", b)
+		}
+	}
+	if processRunning(cmd.Process.Pid) {
+		t.Errorf("zombie PID %d is running", cmd.Process.Pid)
+	}
 }

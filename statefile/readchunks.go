@@ -27,6 +27,9 @@ type rawChunk struct {
 	ends []int
 	out  []*record.Activity
 	err  error
+	// groups are out by instance, when the read asks for them (made by
+	// the decoder: ActivitiesOf).
+	groups []instanceActs
 }
 
 // A chunk (one decoder's turn) ends at rawChunkSize records or once its
@@ -177,6 +180,26 @@ func (rc *rawChunk) decode(ab *record.ActivityBatch, kb []byte, check func(key [
 // arrays per decoder (record.ActivityBatch), which the next read's
 // decoders go on filling (readPools).
 func (s *Store) readActivities(what string, scan func(snap *snapshot, add func(c *cursor, key []byte) error) error, check func(key []byte, r *record.Activity, kb []byte) ([]byte, error)) ([]*record.Activity, error) {
+	chunks, err := s.readChunks(what, scan, check, nil)
+	if err != nil {
+		return nil, err
+	}
+	n := 0
+	for _, rc := range chunks {
+		n += len(rc.out)
+	}
+	out := make([]*record.Activity, 0, n)
+	for _, rc := range chunks {
+		out = append(out, rc.out...)
+	}
+	return out, nil
+}
+
+// readChunks is readActivities without the records put together: it
+// returns the decoded chunks, in order, every one without error. after,
+// unless nil, is run by the decoder on each chunk it decoded without
+// error (while the scan goes on).
+func (s *Store) readChunks(what string, scan func(snap *snapshot, add func(c *cursor, key []byte) error) error, check func(key []byte, r *record.Activity, kb []byte) ([]byte, error), after func(rc *rawChunk)) ([]*rawChunk, error) {
 	work := make(chan *rawChunk, 64)
 	procs := runtime.GOMAXPROCS(0)
 	pools := s.reads.get(procs)
@@ -202,6 +225,9 @@ func (s *Store) readActivities(what string, scan func(snap *snapshot, add func(c
 		var kb []byte
 		for rc := range work {
 			kb = rc.decode(ab, kb, check)
+			if after != nil && rc.err == nil {
+				after(rc)
+			}
 			// The records copied what they keep: the buffers go to a
 			// next chunk (of this read or a later one), or to the
 			// collector.
@@ -267,16 +293,10 @@ func (s *Store) readActivities(what string, scan func(snap *snapshot, add func(c
 	if len(chunks) > 0 {
 		pools.firstSize.Store(int64(chunks[0].small.Len()))
 	}
-	n := 0
 	for _, rc := range chunks {
 		if rc.err != nil {
 			return nil, fmt.Errorf("%s: %w", what, rc.err)
 		}
-		n += len(rc.out)
 	}
-	out := make([]*record.Activity, 0, n)
-	for _, rc := range chunks {
-		out = append(out, rc.out...)
-	}
-	return out, nil
+	return chunks, nil
 }

@@ -3,6 +3,7 @@ package statefile
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/wf-engine/wf/statefile/record"
@@ -28,9 +29,8 @@ func (s *Store) ActivitiesOf(workflow string, keys []string) (map[string]map[str
 	// instances come in the iterator's order.
 	slices.Sort(sorted)
 	sorted = slices.Compact(sorted)
-	counts := make([]int, len(sorted))
 	what := fmt.Sprintf("read activities of %d instances of %s", len(sorted), workflow)
-	recs, err := s.readActivities(what, func(snap *snapshot, add func(c *cursor, key []byte) error) error {
+	chunks, err := s.readChunks(what, func(snap *snapshot, add func(c *cursor, key []byte) error) error {
 		if len(sorted) == 0 {
 			return nil
 		}
@@ -56,7 +56,6 @@ func (s *Store) ActivitiesOf(workflow string, keys []string) (map[string]map[str
 				if err := add(c, c.key()); err != nil {
 					return err
 				}
-				counts[i]++
 			}
 		}
 		return nil
@@ -68,18 +67,53 @@ func (s *Store) ActivitiesOf(workflow string, keys []string) (map[string]map[str
 			return kb, mismatch("activity", r.Workflow+"/"+r.Instance+"/"+r.Name, describeKey(k))
 		}
 		return kb, nil
-	})
+	}, groupByInstance)
 	if err != nil {
 		return nil, err
 	}
 	out := make(map[string]map[string]*record.Activity, len(sorted))
-	for i, key := range sorted {
-		m := make(map[string]*record.Activity, counts[i])
-		for _, r := range recs[:counts[i]] {
-			m[r.Name] = r
+	for _, rc := range chunks {
+		for _, g := range rc.groups {
+			// An instance whose records two chunks share.
+			if m := out[g.key]; m != nil {
+				maps.Copy(m, g.acts)
+				continue
+			}
+			out[g.key] = g.acts
 		}
-		recs = recs[counts[i]:]
-		out[key] = m
+		rc.groups = nil
+	}
+	for _, key := range sorted {
+		if out[key] == nil {
+			out[key] = map[string]*record.Activity{}
+		}
 	}
 	return out, nil
+}
+
+// instanceActs are the activities of one instance (of a chunk) by name.
+type instanceActs struct {
+	key  string
+	acts map[string]*record.Activity
+}
+
+// groupByInstance puts a decoded chunk's records into maps, one per run
+// of records of an instance: on the decoders, while the scan goes on,
+// rather than on the caller once it is over (~55 ns per record, 5.5 ms
+// of a read of 100,000). The records were checked against their keys,
+// so those of an instance are neighbours.
+func groupByInstance(rc *rawChunk) {
+	recs := rc.out
+	for len(recs) > 0 {
+		n := 1
+		for n < len(recs) && recs[n].Instance == recs[0].Instance {
+			n++
+		}
+		m := make(map[string]*record.Activity, n)
+		for _, r := range recs[:n] {
+			m[r.Name] = r
+		}
+		rc.groups = append(rc.groups, instanceActs{key: recs[0].Instance, acts: m})
+		recs = recs[n:]
+	}
 }

@@ -3,7 +3,6 @@ package statefile
 import (
 	"bytes"
 	"fmt"
-	"maps"
 	"slices"
 
 	"github.com/wf-engine/wf/statefile/record"
@@ -72,16 +71,33 @@ func (s *Store) ActivitiesOf(workflow string, keys []string) (map[string]map[str
 		return nil, err
 	}
 	out := make(map[string]map[string]*record.Activity, len(sorted))
+	// The runs at the chunks' ends, in order: an instance whose records
+	// two or more chunks share has its runs one after another.
+	var ends []instanceActs
 	for _, rc := range chunks {
 		for _, g := range rc.groups {
-			// An instance whose records two chunks share.
-			if m := out[g.key]; m != nil {
-				maps.Copy(m, g.acts)
-				continue
+			if g.acts != nil {
+				out[g.key] = g.acts
+			} else {
+				ends = append(ends, g)
 			}
-			out[g.key] = g.acts
 		}
 		rc.groups = nil
+	}
+	for len(ends) > 0 {
+		n, size := 1, len(ends[0].recs)
+		for n < len(ends) && ends[n].key == ends[0].key {
+			size += len(ends[n].recs)
+			n++
+		}
+		m := make(map[string]*record.Activity, size)
+		for _, g := range ends[:n] {
+			for _, r := range g.recs {
+				m[r.Name] = r
+			}
+		}
+		out[ends[0].key] = m
+		ends = ends[n:]
 	}
 	for _, key := range sorted {
 		if out[key] == nil {
@@ -91,29 +107,41 @@ func (s *Store) ActivitiesOf(workflow string, keys []string) (map[string]map[str
 	return out, nil
 }
 
-// instanceActs are the activities of one instance (of a chunk) by name.
+// instanceActs are the activities of one instance in a chunk: by name
+// (acts), or, for the runs at the chunk's ends, which may go on in the
+// chunk before or after, the records (recs) for the caller to put with
+// the rest of theirs.
 type instanceActs struct {
 	key  string
 	acts map[string]*record.Activity
+	recs []*record.Activity
 }
 
-// groupByInstance puts a decoded chunk's records into maps, one per run
-// of records of an instance: on the decoders, while the scan goes on,
-// rather than on the caller once it is over (~55 ns per record, 5.5 ms
-// of a read of 100,000). The records were checked against their keys,
-// so those of an instance are neighbours.
+// groupByInstance puts the records of a decoded chunk into a map per
+// instance: on the decoders, a chunk at a time right after decoding it,
+// rather than on the caller once the read is over (~55 ns per record,
+// 5.5 ms of a read of 100,000, and the records no longer in cache). The
+// records were checked against their keys, so those of an instance are
+// neighbours; the first and last run may be of an instance that other
+// chunks have records of too, and are left to the caller, so that no
+// map is built twice (an instance of 5,000 records spans ten chunks).
 func groupByInstance(rc *rawChunk) {
 	recs := rc.out
-	for len(recs) > 0 {
+	for first := true; len(recs) > 0; first = false {
 		n := 1
 		for n < len(recs) && recs[n].Instance == recs[0].Instance {
 			n++
 		}
-		m := make(map[string]*record.Activity, n)
-		for _, r := range recs[:n] {
-			m[r.Name] = r
+		g := instanceActs{key: recs[0].Instance}
+		if first || n == len(recs) {
+			g.recs = recs[:n:n]
+		} else {
+			g.acts = make(map[string]*record.Activity, n)
+			for _, r := range recs[:n] {
+				g.acts[r.Name] = r
+			}
 		}
-		rc.groups = append(rc.groups, instanceActs{key: recs[0].Instance, acts: m})
+		rc.groups = append(rc.groups, g)
 		recs = recs[n:]
 	}
 }

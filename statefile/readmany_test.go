@@ -17,7 +17,8 @@ import (
 // activities each (k00, k07, ... have none, k07 has an instance record
 // only), and neighbours that must not leak into w's reads: workflow "w2"
 // and "w\x00" (whose escaped names sort right after w's), instance keys
-// that extend others ("k1", "k1/x"), and names with NUL bytes.
+// that extend others ("k1", "k1/x"), names with NUL bytes, and "big",
+// with 2,000 activities (its records in several of a read's chunks).
 func manyState(t *testing.T) *Store {
 	t.Helper()
 	s := openT(t, t.TempDir()+"/.wf")
@@ -39,6 +40,7 @@ func manyState(t *testing.T) *Store {
 		add("w", fmt.Sprintf("k%02d", i), i%7*20)
 	}
 	muts = append(muts, record.Mutation{Instance: inst("w", "k07")})
+	add("w", "big", 2_000) // over several chunks
 	add("w", "k1", 3)
 	add("w", "k1/x", 2)
 	add("w", "nul\x00key", 4)
@@ -70,6 +72,8 @@ func TestActivitiesOf(t *testing.T) {
 		{"every third", "w", every(3)},
 		{"every eleventh", "w", every(11)},
 		{"one of many", "w", []string{"k34"}},
+		{"one over several chunks", "w", []string{"big"}},
+		{"one over several chunks and its neighbours", "w", []string{"k58", "big", "k59", "k1"}},
 		{"the last", "w", []string{"k59"}},
 		{"without activities", "w", []string{"k00", "k07", "k14"}},
 		{"absent", "w", []string{"nope", "k99", ""}},

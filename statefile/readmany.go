@@ -33,12 +33,23 @@ func (s *Store) ActivitiesOf(workflow string, keys []string) (map[string]map[str
 		if len(sorted) == 0 {
 			return nil
 		}
-		wfPrefix := appendName([]byte{tableActivity}, workflow)
-		c := snap.cursor(wfPrefix)
+		// The iterator's prefix is the longest all the instances share
+		// (with one instance, its own, as Activities has it): Badger
+		// leaves out the tables whose keys are all outside it, so it
+		// seeks and merges fewer. Under the workflow's prefix, a read of
+		// one instance of 100 records took 0.15–0.30 ms against
+		// Activities' 0.07–0.16 in two runs (not in a third).
+		first := instancePrefix(tableActivity, workflow, sorted[0])
+		last := instancePrefix(tableActivity, workflow, sorted[len(sorted)-1])
+		n := 0
+		for n < len(first) && n < len(last) && first[n] == last[n] {
+			n++
+		}
+		c := snap.cursor(first[:n])
 		defer c.close()
-		prefix := make([]byte, 0, len(wfPrefix)+64)
+		prefix := make([]byte, 0, len(last)+64)
 		for i, key := range sorted {
-			prefix = appendName(append(prefix[:0], wfPrefix...), key)
+			prefix = instancePrefixTo(prefix[:0], workflow, key)
 			// The cursor is past the previous instance asked for: on
 			// the first record of this one when the instances asked for
 			// are neighbours (all of them, at start-up), and then it
@@ -105,6 +116,12 @@ func (s *Store) ActivitiesOf(workflow string, keys []string) (map[string]map[str
 		}
 	}
 	return out, nil
+}
+
+// instancePrefixTo appends instancePrefix(tableActivity, workflow, key)
+// to b.
+func instancePrefixTo(b []byte, workflow, key string) []byte {
+	return appendName(appendName(append(b, tableActivity), workflow), key)
 }
 
 // instanceActs are the activities of one instance in a chunk: by name

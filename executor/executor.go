@@ -238,16 +238,19 @@ func Start(ctx context.Context, opts Options) (*Run, error) {
 			}
 		}
 	}
+	loaded, err := loadActivities(opts.Store, opts.Instances)
+	if err != nil {
+		return nil, err
+	}
 	ir, _ := opts.Store.(instanceReader)
 	running := map[string][]string{} // by instance address, in name order
 	for _, in := range opts.Instances {
-		if in.Workflow == nil {
-			return nil, errors.New("start run: instance without a workflow")
-		}
 		wf := in.Workflow
-		acts, err := opts.Store.Activities(wf.Name, wf.Key)
-		if err != nil {
-			return nil, fmt.Errorf("load state of %s: %w", wf.Address(), err)
+		acts, ok := loaded[wf.Name][wf.Key]
+		if !ok {
+			if acts, err = opts.Store.Activities(wf.Name, wf.Key); err != nil {
+				return nil, fmt.Errorf("load state of %s: %w", wf.Address(), err)
+			}
 		}
 		copts.Activities[wf.Address()] = acts
 		// One pass over the records finds the running ones for both

@@ -122,7 +122,8 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 // memStore is an in-memory Store that records every commit. It
 // implements the optional interfaces the executor uses (identity,
-// instances, attempts, spawns) the way statefile does.
+// instances, attempts, spawns, activities of many instances) the way
+// statefile does.
 type memStore struct {
 	mu       sync.Mutex
 	id       string
@@ -210,6 +211,20 @@ func (s *memStore) Activities(workflow, key string) (map[string]*record.Activity
 	for k, v := range s.acts[workflow+"/"+key] {
 		cp := *v
 		out[k] = &cp
+	}
+	return out, nil
+}
+
+// ActivitiesOf reads the instances as statefile does: every key asked
+// for is in the result, an empty map for one without activities.
+func (s *memStore) ActivitiesOf(workflow string, keys []string) (map[string]map[string]*record.Activity, error) {
+	out := map[string]map[string]*record.Activity{}
+	for _, k := range keys {
+		acts, err := s.Activities(workflow, k)
+		if err != nil {
+			return nil, err
+		}
+		out[k] = acts
 	}
 	return out, nil
 }

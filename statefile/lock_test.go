@@ -365,12 +365,22 @@ func TestLockOfAnExitedHolder(t *testing.T) {
 			if err := syscall.Flock(int(held.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 				t.Fatal(err)
 			}
+			// The flock is released by a syscall the race detector
+			// cannot see, so the test waits for the goroutine itself
+			// before it touches held again (its deferred Close).
+			meanwhileDone := make(chan struct{})
 			if tt.meanwhile != nil {
-				go tt.meanwhile(path, held)
+				go func() {
+					defer close(meanwhileDone)
+					tt.meanwhile(path, held)
+				}()
+			} else {
+				close(meanwhileDone)
 			}
 			start := time.Now()
 			s, err := Open(dir, Options{})
 			took := time.Since(start)
+			<-meanwhileDone
 			if took > tt.max {
 				t.Errorf("Open took %v, want at most %v", took, tt.max)
 			}

@@ -66,6 +66,41 @@ func waitCommit(t *testing.T, s *scriptedCommits) {
 	}
 }
 
+// results hands a test the committer's finished commits one at a time,
+// in order. Commits that finish before the test takes may all be queued
+// by then, and one take returns them together, as it does to the loop:
+// the ones after the first wait here.
+type results struct {
+	c     *committer
+	taken []commitDone
+}
+
+func (r *results) next(t *testing.T) commitDone {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(r.taken) == 0 && time.Now().Before(deadline) {
+		select {
+		case <-r.c.done:
+			r.taken = append(r.taken, r.c.take()...)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if len(r.taken) == 0 {
+		t.Fatal("no result")
+	}
+	d := r.taken[0]
+	r.taken = r.taken[1:]
+	return d
+}
+
+// none fails if the committer reported more results than were taken.
+func (r *results) none(t *testing.T) {
+	t.Helper()
+	if extra := append(r.taken, r.c.take()...); len(extra) != 0 {
+		t.Fatalf("%d results more than commits: %+v", len(extra), extra)
+	}
+}
+
 // TestCommitterDoesNotWaitForTheLoop: steps queued while a commit is in
 // flight are merged into the next commit, which starts as soon as the one
 // before returns, whether or not the loop has taken its result; the loop
@@ -103,18 +138,9 @@ func TestCommitterDoesNotWaitForTheLoop(t *testing.T) {
 	if got := s.callsSoFar(); !slices.EqualFunc(got, want, slices.Equal[[]string]) {
 		t.Fatalf("commits = %v, want %v", got, want)
 	}
-	var got []commitDone
-	deadline := time.Now().Add(10 * time.Second)
-	for len(got) < 3 && time.Now().Before(deadline) {
-		select {
-		case <-c.done:
-			got = append(got, c.take()...)
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-	if len(got) != 3 {
-		t.Fatalf("took %d results, want 3", len(got))
-	}
+	r := &results{c: c}
+	got := []commitDone{r.next(t), r.next(t), r.next(t)}
+	r.none(t)
 	steps := []int{len(got[0].steps), len(got[1].steps), len(got[2].steps)}
 	errs := []bool{got[0].err != nil, got[1].err != nil, got[2].err != nil}
 	if !slices.Equal(steps, []int{1, 2, 1}) || !slices.Equal(errs, []bool{false, true, false}) {
@@ -155,27 +181,7 @@ func TestCommitterWritesSpawns(t *testing.T) {
 			return nil
 		}
 	}
-	// takeOne returns the next result in order. Two commits released
-	// before the loop takes may both be queued by then, and one take
-	// returns both, as it does to the loop: the extra ones wait here.
-	var taken []commitDone
-	takeOne := func() commitDone {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for len(taken) == 0 && time.Now().Before(deadline) {
-			select {
-			case <-c.done:
-				taken = append(taken, c.take()...)
-			case <-time.After(10 * time.Millisecond):
-			}
-		}
-		if len(taken) == 0 {
-			t.Fatal("no result")
-		}
-		d := taken[0]
-		taken = taken[1:]
-		return d
-	}
+	r := &results{c: c}
 
 	c.submit(step("a"))
 	waitCommit(t, s) // commit 1: a, in flight
@@ -185,7 +191,7 @@ func TestCommitterWritesSpawns(t *testing.T) {
 	waitCommit(t, s) // commit 2: the record, then b
 	s.release <- struct{}{}
 	for i, name := range []string{"a", "b"} {
-		if d := takeOne(); d.err != nil || len(d.steps) != 1 || names(d.steps[0].Persist)[0] != name {
+		if d := r.next(t); d.err != nil || len(d.steps) != 1 || names(d.steps[0].Persist)[0] != name {
 			t.Fatalf("result %d reported as %+v, want step %s", i+1, d, name)
 		}
 	}
@@ -198,18 +204,16 @@ func TestCommitterWritesSpawns(t *testing.T) {
 	if n := waitRecord(); !slices.Equal(n, []string{"z"}) {
 		t.Fatalf("records written alone: %v, want [z]", n)
 	}
-	if d := takeOne(); d.err == nil || len(d.steps) != 0 {
+	if d := r.next(t); d.err == nil || len(d.steps) != 0 {
 		t.Fatalf("failed record reported as %+v, want an error and no steps", d)
 	}
 	c.submit(step("c"))
 	waitCommit(t, s) // commit 3: the failed record first
 	s.release <- struct{}{}
-	if d := takeOne(); d.err != nil || len(d.steps) != 1 {
+	if d := r.next(t); d.err != nil || len(d.steps) != 1 {
 		t.Fatalf("commit 3 reported as %+v", d)
 	}
-	if extra := append(taken, c.take()...); len(extra) != 0 {
-		t.Fatalf("%d results more than commits: %+v", len(extra), extra)
-	}
+	r.none(t)
 	want := [][]string{{"a"}, {"spawn:x", "b"}, {"spawn:z", "c"}}
 	if got := s.callsSoFar(); !slices.EqualFunc(got, want, slices.Equal[[]string]) {
 		t.Fatalf("commits = %v, want %v", got, want)

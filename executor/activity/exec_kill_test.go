@@ -53,9 +53,15 @@ func readPID(t *testing.T, path string) int {
 	return pid
 }
 
-// bgScript starts `sleep 30` in the background (keeping stdout open),
-// records its pid and then blocks.
-const bgScript = `sleep 30 & echo $! > "$BG_PID"; echo started; echo started >&2; wait`
+// startBG starts `sleep 30` in the background (keeping stdout open) and
+// records its pid in $BG_PID whole: written to a temporary name, then
+// renamed, so that a test that sees the file (and cancels at once) never
+// reads it before the pid is in it.
+const startBG = `sleep 30 & echo $! > "$BG_PID.tmp" && mv "$BG_PID.tmp" "$BG_PID"`
+
+// bgScript starts `sleep 30` in the background, records its pid and then
+// blocks.
+const bgScript = startBG + `; echo started; echo started >&2; wait`
 
 func TestExecTimeoutKillsProcessGroup(t *testing.T) {
 	dir := t.TempDir()
@@ -128,7 +134,7 @@ func TestExecLingeringChildDoesNotHang(t *testing.T) {
 	pidFile := filepath.Join(dir, "bg.pid")
 	r := newTestRunner(t, Options{BaseEnv: append(testEnv(), "BG_PID="+pidFile), WaitDelay: 200 * time.Millisecond})
 	begin := time.Now()
-	res := r.Run(context.Background(), scriptReq(dir, `sleep 30 & echo $! > "$BG_PID"; echo '{"done":true}'`))
+	res := r.Run(context.Background(), scriptReq(dir, startBG+`; echo '{"done":true}'`))
 	took := time.Since(begin)
 	t.Cleanup(func() {
 		if pid := readPID(t, pidFile); pidAlive(pid) {

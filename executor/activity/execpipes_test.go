@@ -96,7 +96,7 @@ func TestExecPipesModes(t *testing.T) {
 				pidFile := filepath.Join(dir, "bg.pid")
 				r := newTestRunner(t, Options{BaseEnv: append(testEnv(), "BG_PID="+pidFile), WaitDelay: 100 * time.Millisecond})
 				begin := time.Now()
-				res := r.Run(context.Background(), scriptReq(dir, `sleep 30 & echo $! > "$BG_PID"; echo done`))
+				res := r.Run(context.Background(), scriptReq(dir, startBG+`; echo done`))
 				took := time.Since(begin)
 				t.Cleanup(func() { _ = unix.Kill(readPID(t, pidFile), unix.SIGKILL) })
 				if res.Failure != nil {
@@ -170,7 +170,7 @@ func TestExecPollFailureKillsGroup(t *testing.T) {
 	})
 	r := newTestRunner(t, Options{BaseEnv: append(testEnv(), "BG_PID="+pidFile)})
 	begin := time.Now()
-	res := r.Run(context.Background(), scriptReq(dir, `sleep 30 & echo $! > "$BG_PID"; echo started; wait`))
+	res := r.Run(context.Background(), scriptReq(dir, startBG+`; echo started; wait`))
 	if took := time.Since(begin); took > 10*time.Second {
 		t.Errorf("Run took %v after the poll failed", took)
 	}

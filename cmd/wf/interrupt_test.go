@@ -356,7 +356,8 @@ workflow "dur" {
 	p := durStart(t, dir)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "gpid")); err == nil {
+		// Whole: the shell creates the file before it writes the pid.
+		if b, err := os.ReadFile(filepath.Join(dir, "gpid")); err == nil && strings.HasSuffix(string(b), "\n") {
 			break
 		}
 		if time.Now().After(deadline) {
